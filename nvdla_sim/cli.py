@@ -1,0 +1,98 @@
+"""The `nvdla-sim` command line."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .errors import NvdlaSimError
+
+
+def _hardware(args):
+    from .config import load_hardware
+    return load_hardware(args.hw_config if getattr(args, "hw_config", None) else args.project)
+
+
+def cmd_replay(args) -> int:
+    from .conformance import run_test
+    hw = _hardware(args)
+    path = Path(args.path)
+    if not path.exists():
+        raise NvdlaSimError(f"{path}: no such trace file or folder")
+    outcome = run_test(path, hw)
+    for check in outcome.checks:
+        print(check.describe())
+    if outcome.error:
+        print(f"{outcome.status.upper()}: {outcome.error}")
+        return 1
+    cycles = f"{outcome.cycles:.0f} cycles" if outcome.cycles is not None else ""
+    print(f"{outcome.name}: {outcome.status.upper()}  {cycles}  ({outcome.wall_s:.2f} s)")
+    return 0 if outcome.status == "pass" else 1
+
+
+def cmd_conformance(args) -> int:
+    from .conformance import find_tests, run_test
+    hw = _hardware(args)
+    root = Path(args.nvdla_hw) / "verif" / "tests" / "trace_tests" / args.project
+    tests = find_tests(root, args.filter)
+    if not tests:
+        raise NvdlaSimError(f"{root}: no test matches '{args.filter}'")
+    outcomes = []
+    start = time.perf_counter()
+    width = max(len(t.name) for t in tests)
+    print(f"{'test':<{width}}  {'status':<11} {'cycles':>10} {'wall_s':>7}")
+    for i, test in enumerate(tests, 1):
+        o = run_test(test, hw)
+        outcomes.append(o)
+        cycles = f"{o.cycles:.0f}" if o.cycles is not None else "-"
+        line = f"{o.name:<{width}}  {o.status:<11} {cycles:>10} {o.wall_s:>7.2f}"
+        if o.error:
+            line += f"  {o.error}"
+        print(line, flush=True)
+    passed = sum(o.status == "pass" for o in outcomes)
+    print(f"{passed}/{len(outcomes)} pass  ({time.perf_counter() - start:.1f} s)")
+    if args.json:
+        report = {"project": args.project, "total": len(outcomes), "passed": passed,
+                  "tests": [o.to_json() for o in outcomes]}
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    return 0 if passed == len(outcomes) else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="nvdla-sim", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("replay", help="run one official trace test (folder or .cfg) and check its CRCs")
+    r.add_argument("path")
+    r.add_argument("--project", default="nv_small", help="hardware preset (default nv_small)")
+    r.add_argument("--hw-config", help="hardware YAML (a preset plus overrides) instead of --project")
+    r.set_defaults(func=cmd_replay)
+
+    c = sub.add_parser("conformance", help="run every trace test of a project")
+    c.add_argument("--nvdla-hw", default=os.environ.get("NVDLA_HW", "../shared/nvdla-hw"),
+                   help="nvdla/hw checkout (default $NVDLA_HW or ../shared/nvdla-hw)")
+    c.add_argument("--project", default="nv_small")
+    c.add_argument("--hw-config", help="hardware YAML instead of the --project preset")
+    c.add_argument("--filter", default="*", help="glob on test names")
+    c.add_argument("--json", help="write a JSON report here")
+    c.set_defaults(func=cmd_conformance)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except NvdlaSimError as exc:
+        print(f"nvdla-sim: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("nvdla-sim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

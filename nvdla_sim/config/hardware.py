@@ -1,0 +1,228 @@
+"""HardwareConfig: one NVDLA configuration (a preset plus user overrides), validated.
+
+A user file either is a full configuration or names a preset and overrides fields:
+
+    preset: nv_small
+    cbuf: {banks: 16}
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, is_dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import NvdlaSimError
+
+PRESET_DIR = Path(__file__).with_name("presets")
+
+
+@dataclass(frozen=True)
+class CbufConfig:
+    banks: int
+    bank_depth: int            # entries per bank
+    bank_width_bytes: int      # bytes per entry
+
+    @property
+    def bank_bytes(self) -> int:
+        return self.bank_depth * self.bank_width_bytes
+
+    @property
+    def total_bytes(self) -> int:
+        return self.banks * self.bank_bytes
+
+
+@dataclass(frozen=True)
+class SdpConfig:
+    bs_throughput: int         # elements per cycle
+    bn_throughput: int
+    ew_throughput: int
+    lut: bool
+    ew: bool
+
+
+@dataclass(frozen=True)
+class MemifConfig:
+    width_bits: int
+    latency_cycles: int
+    max_burst: int             # beats per request
+
+    @property
+    def width_bytes(self) -> int:
+        return self.width_bits // 8
+
+
+@dataclass(frozen=True)
+class FeatureFlags:
+    winograd: bool = False
+    batch: bool = False
+    weight_compression: bool = False
+    bdma: bool = False
+    rubik: bool = False
+
+
+@dataclass(frozen=True)
+class HardwareConfig:
+    name: str
+    nvdla_version: int
+    data_types: tuple
+    atomic_c: int              # MAC_ATOMIC_C: input channels per atomic operation
+    atomic_k: int              # MAC_ATOMIC_K: kernels per atomic operation
+    memory_atomic_bytes: int   # bytes of one feature atom in memory
+    cbuf: CbufConfig
+    sdp: SdpConfig
+    pdp_throughput: int
+    cdp_throughput: int
+    primary_memif: MemifConfig
+    secondary_memif: MemifConfig | None
+    address_width_bits: int
+    features: FeatureFlags = field(default_factory=FeatureFlags)
+
+    @property
+    def macs(self) -> int:
+        return self.atomic_c * self.atomic_k
+
+    def summary(self) -> str:
+        return (f"{self.name}: {self.atomic_c}x{self.atomic_k} MACs, atom {self.memory_atomic_bytes} B, "
+                f"CBUF {self.cbuf.banks}x{self.cbuf.bank_bytes // 1024} KiB")
+
+
+_NESTED = {"cbuf": CbufConfig, "sdp": SdpConfig, "primary_memif": MemifConfig,
+           "secondary_memif": MemifConfig, "features": FeatureFlags}
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def _read_yaml(path: Path) -> dict:
+    try:
+        data = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise NvdlaSimError(f"{path}: file not found") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise NvdlaSimError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    if not isinstance(data, dict):
+        raise NvdlaSimError(f"{path}: expected a mapping of configuration fields")
+    return data
+
+
+def _merge(base: dict, over: dict, where: str) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        if key not in base:
+            raise NvdlaSimError(f"{where}: unknown field '{key}' (known: {', '.join(sorted(base))})")
+        if isinstance(base[key], dict) and isinstance(value, dict):
+            out[key] = _merge(base[key], value, f"{where}.{key}" if where else key)
+        else:
+            out[key] = value
+    return out
+
+
+def _build(cls, data: dict, where: str):
+    kwargs = {}
+    names = {f.name: f for f in fields(cls)}
+    for key in data:
+        if key not in names:
+            raise NvdlaSimError(f"{where}: unknown field '{key}'")
+    for name, f in names.items():
+        path = f"{where}.{name}" if where else name
+        if name not in data:
+            if f.default is not f.default_factory or name == "features":  # has a default
+                continue
+            raise NvdlaSimError(f"{path}: missing")
+        value = data[name]
+        sub = _NESTED.get(name)
+        if sub is not None and value is not None:
+            if not isinstance(value, dict):
+                raise NvdlaSimError(f"{path}: expected a mapping")
+            value = _build(sub, value, path)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _check(cfg: HardwareConfig, where: str) -> None:
+    def positive(path: str, v: Any) -> None:
+        if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
+            raise NvdlaSimError(f"{where}{path}: must be a positive integer, got {v!r}")
+
+    def power_of_two(path: str, v: int) -> None:
+        positive(path, v)
+        if v & (v - 1):
+            raise NvdlaSimError(f"{where}{path}: must be a power of two, got {v}")
+
+    if cfg.nvdla_version not in (1, 2):
+        raise NvdlaSimError(f"{where}nvdla_version: must be 1 or 2, got {cfg.nvdla_version!r}")
+    for name in ("atomic_c", "atomic_k", "memory_atomic_bytes"):
+        power_of_two(name, getattr(cfg, name))
+    power_of_two("cbuf.banks", cfg.cbuf.banks)
+    power_of_two("cbuf.bank_depth", cfg.cbuf.bank_depth)
+    power_of_two("cbuf.bank_width_bytes", cfg.cbuf.bank_width_bytes)
+    if cfg.cbuf.bank_width_bytes != cfg.atomic_c:
+        raise NvdlaSimError(f"{where}cbuf.bank_width_bytes: must equal atomic_c ({cfg.atomic_c}): "
+                            "one CBUF entry holds one atomic_c-channel atom")
+    if cfg.cbuf.banks > 32:
+        raise NvdlaSimError(f"{where}cbuf.banks: at most 32 (the D_BANK fields are 5 bits)")
+    if cfg.memory_atomic_bytes > cfg.atomic_c:
+        raise NvdlaSimError(f"{where}memory_atomic_bytes: must not exceed atomic_c ({cfg.atomic_c})")
+    if cfg.atomic_k > cfg.atomic_c * 2 and cfg.atomic_k > 64:
+        raise NvdlaSimError(f"{where}atomic_k: {cfg.atomic_k} is not a valid MAC array width")
+    for name in ("bs_throughput", "bn_throughput"):
+        positive(f"sdp.{name}", getattr(cfg.sdp, name))
+    if not isinstance(cfg.sdp.ew_throughput, int) or cfg.sdp.ew_throughput < 0:
+        raise NvdlaSimError(f"{where}sdp.ew_throughput: must be an integer >= 0")
+    positive("pdp_throughput", cfg.pdp_throughput)
+    positive("cdp_throughput", cfg.cdp_throughput)
+    for name in ("primary_memif", "secondary_memif"):
+        m = getattr(cfg, name)
+        if m is None:
+            if name == "primary_memif":
+                raise NvdlaSimError(f"{where}primary_memif: required")
+            continue
+        power_of_two(f"{name}.width_bits", m.width_bits)
+        if m.width_bits < 64:
+            raise NvdlaSimError(f"{where}{name}.width_bits: at least 64")
+        positive(f"{name}.latency_cycles", m.latency_cycles)
+        positive(f"{name}.max_burst", m.max_burst)
+    if cfg.address_width_bits not in (32, 64):
+        raise NvdlaSimError(f"{where}address_width_bits: must be 32 or 64")
+    unknown = set(cfg.data_types) - {"int8", "int16", "fp16"}
+    if unknown or not cfg.data_types:
+        raise NvdlaSimError(f"{where}data_types: must list int8, int16 or fp16, got {list(cfg.data_types)}")
+
+
+def load_hardware(spec: str | Path | dict, overrides: dict | None = None) -> HardwareConfig:
+    """A preset name, a YAML file path or a mapping (optionally `preset:` plus overrides)."""
+    where = ""
+    if isinstance(spec, dict):
+        data = dict(spec)
+    elif isinstance(spec, Path) or str(spec).endswith((".yaml", ".yml")):
+        data = _read_yaml(Path(spec))
+        where = f"{spec}: "
+    else:
+        name = str(spec)
+        if name not in preset_names():
+            raise NvdlaSimError(f"unknown hardware preset '{name}' (known: {', '.join(preset_names())})")
+        data = {"preset": name}
+    if "preset" in data:
+        name = data.pop("preset")
+        if name not in preset_names():
+            raise NvdlaSimError(f"{where}preset: unknown hardware preset '{name}' "
+                                f"(known: {', '.join(preset_names())})")
+        base = _read_yaml(PRESET_DIR / f"{name}.yaml")
+        data = _merge(base, data, where.rstrip(": ") if where else "")
+    if overrides:
+        data = _merge(data, overrides, "override")
+    if "data_types" in data and isinstance(data["data_types"], list):
+        data["data_types"] = tuple(data["data_types"])
+    try:
+        cfg = _build(HardwareConfig, data, "")
+    except NvdlaSimError as exc:
+        raise NvdlaSimError(f"{where}{exc}") from None
+    except TypeError as exc:
+        raise NvdlaSimError(f"{where}invalid configuration: {exc}") from None
+    _check(cfg, where)
+    return cfg

@@ -1,0 +1,160 @@
+"""Engine: one SimPy environment, the register file, memory, GLB and every unit process.
+
+The CSB master process executes a RegisterProgram in order: one register access per cycle, memory
+images placed at once, `intr_notify` waits armed, checks run when their wait fires.  Units are SimPy
+processes that wake on their D_OP_ENABLE and cooperate through channels (see units/base.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import simpy
+
+from ..config import HardwareConfig
+from ..errors import NvdlaSimError
+from ..memory import MemoryAccessError, MemorySystem
+from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
+                       RegisterProgram, RegWrite)
+from ..regs import RegisterFile, register_map
+from .glb import Glb
+
+POLL_INTERVAL_CYCLES = 8
+POLL_LIMIT_CYCLES = 1_000_000
+
+
+@dataclass
+class CheckResult:
+    sync_id: str
+    kind: str                   # "crc" or "nothing"
+    space: str = ""
+    addr: int = 0
+    nbytes: int = 0
+    expected: int | None = None
+    actual: int | None = None
+    cycle: float = 0
+
+    @property
+    def passed(self) -> bool:
+        return self.kind == "nothing" or self.expected == self.actual
+
+    def describe(self) -> str:
+        if self.kind == "nothing":
+            return f"{self.sync_id}: interrupt at cycle {self.cycle:.0f}, nothing to check  PASS"
+        return (f"{self.sync_id}: crc {self.space} 0x{self.addr:x} +0x{self.nbytes:x} "
+                f"expected 0x{self.expected:08x} actual 0x{self.actual:08x}  "
+                f"{'PASS' if self.passed else 'FAIL'}")
+
+
+@dataclass
+class RunResult:
+    name: str
+    checks: list[CheckResult] = field(default_factory=list)
+    cycles: float = 0.0         # first OP_ENABLE write to the last awaited interrupt
+    unit_stats: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(c.passed for c in self.checks)
+
+
+class Engine:
+    def __init__(self, hw: HardwareConfig):
+        from ..units import build_units   # units import the engine's channel helpers
+        self.hw = hw
+        self.env = simpy.Environment()
+        self.regmap = register_map(hw.nvdla_version)
+        self.regs = RegisterFile(self.regmap)
+        self.memory = MemorySystem(has_secondary=hw.secondary_memif is not None)
+        self.glb = Glb(self.env, self.regs)
+        self.first_op_enable: float | None = None
+        self._channels: dict[str, simpy.Store] = {}
+        self.units = build_units(self)
+
+    def channel(self, name: str, capacity: int = 1) -> simpy.Store:
+        """The bounded channel `name` (e.g. "cacc->sdp"), created on first use."""
+        store = self._channels.get(name)
+        if store is None:
+            store = self._channels[name] = simpy.Store(self.env, capacity)
+        return store
+
+    def note_op_enable(self) -> None:
+        if self.first_op_enable is None:
+            self.first_op_enable = self.env.now
+
+    # -- program execution -------------------------------------------------------------------
+    def run(self, program: RegisterProgram) -> RunResult:
+        result = RunResult(program.name)
+        master = self.env.process(self._csb_master(program, result))
+        try:
+            self.env.run(until=master)
+        except MemoryAccessError as exc:
+            raise NvdlaSimError(f"{program.name}: {exc}") from None
+        except RuntimeError as exc:
+            if "No scheduled events" not in str(exc):
+                raise
+            waiting = [u.describe_wait() for u in self.units.values() if u.describe_wait()]
+            raise NvdlaSimError(
+                f"{program.name}: deadlock at cycle {self.env.now:.0f}: awaited interrupt never "
+                f"raised ({'; '.join(waiting) or 'no unit is running'})") from None
+        result.unit_stats = {name: u.stats for name, u in self.units.items() if u.stats.get("layers")}
+        return result
+
+    def _route(self, addr: int, nbytes: int, where) -> "object":
+        space = self.memory.space_for_address(addr)
+        if not space.contains(addr, max(nbytes, 1)):
+            raise NvdlaSimError(f"{where}: {nbytes} bytes at 0x{addr:x} lie outside the memory "
+                                f"({space.name} is [0x{space.base:x}, 0x{space.end:x}))")
+        return space
+
+    def _csb_master(self, program: RegisterProgram, result: RunResult):
+        env = self.env
+        waits: dict[str, simpy.Event] = {}
+        pending_checks: dict[str, list] = {}
+        last_intr = [0.0]
+
+        def run_check(check, cycle):
+            if isinstance(check, CheckNothing):
+                result.checks.append(CheckResult(check.sync_id, "nothing", cycle=cycle))
+                return
+            space = self._route(check.addr, check.nbytes, check.where)
+            result.checks.append(CheckResult(check.sync_id, "crc", space.name.split()[0], check.addr,
+                                             check.nbytes, check.expected,
+                                             space.crc32(check.addr, check.nbytes), cycle))
+
+        def on_fire(sync_id):
+            def callback(event):
+                last_intr[0] = max(last_intr[0], event.value)
+                for check in pending_checks.pop(sync_id, []):
+                    run_check(check, event.value)
+            return callback
+
+        for cmd in program.commands:
+            if isinstance(cmd, RegWrite):
+                self.regs.write(cmd.addr, cmd.value)
+                yield env.timeout(1)
+            elif isinstance(cmd, MemFill):
+                self._route(cmd.addr, cmd.nbytes, cmd.where).fill(cmd.addr, cmd.nbytes, cmd.value)
+            elif isinstance(cmd, MemLoad):
+                self._route(cmd.addr, cmd.data.size, cmd.where).write(cmd.addr, cmd.data)
+            elif isinstance(cmd, PollRegEqual):
+                start = env.now
+                while self.regs.read(cmd.addr) != cmd.value:
+                    if env.now - start > POLL_LIMIT_CYCLES:
+                        raise NvdlaSimError(f"{cmd.where}: {cmd.name} never became 0x{cmd.value:x}")
+                    yield env.timeout(POLL_INTERVAL_CYCLES)
+            elif isinstance(cmd, IntrNotify):
+                if cmd.sync_id in waits:
+                    raise NvdlaSimError(f"{cmd.where}: sync id '{cmd.sync_id}' armed twice")
+                event = self.glb.arm(cmd.source, cmd.group)
+                waits[cmd.sync_id] = event
+                event.callbacks.append(on_fire(cmd.sync_id))
+            elif isinstance(cmd, (CheckCrc, CheckNothing)):
+                event = waits[cmd.sync_id]
+                if event.processed:
+                    run_check(cmd, event.value)
+                else:
+                    pending_checks.setdefault(cmd.sync_id, []).append(cmd)
+        if waits:
+            yield simpy.AllOf(env, list(waits.values()))
+        start = self.first_op_enable if self.first_op_enable is not None else 0.0
+        result.cycles = max(0.0, last_intr[0] - start)

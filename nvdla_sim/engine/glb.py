@@ -1,0 +1,70 @@
+"""GLB: interrupt status (write-1-to-clear), mask and set registers, and the waits of a program.
+
+Status bits are set whatever the mask says (the mask only gates the interrupt wire).  A program's
+`intr_notify` arms a wait on one bit; when the bit is set the wait fires, clears exactly that bit
+(as the NVDLA testbench does) and its checks run.
+"""
+from __future__ import annotations
+
+from collections import deque
+from typing import Callable
+
+import simpy
+
+from ..regs import RegisterFile
+
+# GLB S_INTR_STATUS bit of <source><group>.
+INTR_BIT = {("SDP", 0): 0, ("SDP", 1): 1, ("CDP", 0): 2, ("CDP", 1): 3, ("PDP", 0): 4, ("PDP", 1): 5,
+            ("BDMA", 0): 6, ("BDMA", 1): 7, ("RUBIK", 0): 8, ("RUBIK", 1): 9,
+            ("CDMA_DAT", 0): 16, ("CDMA_DAT", 1): 17, ("CDMA_WT", 0): 18, ("CDMA_WT", 1): 19,
+            ("CACC", 0): 20, ("CACC", 1): 21}
+
+
+class Glb:
+    def __init__(self, env: simpy.Environment, regs: RegisterFile):
+        self.env = env
+        self.unit = regs["GLB"]
+        self._status_reg = self.unit.definition.regs["S_INTR_STATUS"]
+        self._waits: dict[int, deque] = {}
+        self.raised: list[tuple[float, str, int]] = []    # (cycle, source, group)
+        status_off = self._status_reg.offset
+        set_off = self.unit.definition.regs["S_INTR_SET"].offset
+        # W1C on status; S_INTR_SET sets bits: replace the plain-store behaviour of both.
+        self.unit.csb_write = self._wrap_write(self.unit.csb_write, status_off, set_off)
+
+    def _wrap_write(self, plain: Callable, status_off: int, set_off: int) -> Callable:
+        def write(reg, value):
+            if reg.offset == status_off:
+                self.status &= ~value
+            elif reg.offset == set_off:
+                self._set_bits(value)
+            else:
+                plain(reg, value)
+        return write
+
+    @property
+    def status(self) -> int:
+        return self.unit.read_word(self._status_reg)
+
+    @status.setter
+    def status(self, value: int) -> None:
+        self.unit.set_word("S_INTR_STATUS", value)
+
+    def raise_interrupt(self, source: str, group: int) -> None:
+        self.raised.append((self.env.now, source, group))
+        self._set_bits(1 << INTR_BIT[(source, group)])
+
+    def _set_bits(self, bits: int) -> None:
+        self.status |= bits
+        for bit, waits in self._waits.items():
+            while waits and self.status >> bit & 1:
+                self.status &= ~(1 << bit)
+                waits.popleft().succeed(self.env.now)
+
+    def arm(self, source: str, group: int) -> simpy.Event:
+        """An event that fires (with the cycle) when <source><group> is or becomes set."""
+        bit = INTR_BIT[(source, group)]
+        event = self.env.event()
+        self._waits.setdefault(bit, deque()).append(event)
+        self._set_bits(0)
+        return event

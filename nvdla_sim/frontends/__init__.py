@@ -1,0 +1,1 @@
+"""Frontends turn external descriptions (trace files, scenarios) into RegisterPrograms."""

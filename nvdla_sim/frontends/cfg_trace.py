@@ -1,0 +1,131 @@
+"""Official NVDLA trace tests (nvdla/hw master `verif/tests/trace_tests/<project>/<test>/<test>.cfg`).
+
+Grammar (one command per line, `;`-terminated, `//` comments):
+    reg_write(NVDLA_<UNIT>.<REG>_0, value);
+    mem_init(pri_mem|sec_mem, base, size, ALL_ZERO);
+    mem_load(pri_mem|sec_mem, base, "file.dat");
+    poll_reg_equal(NVDLA_<UNIT>.<REG>_0, value);
+    intr_notify(<UNIT>_<group>, sync_id);
+    check_crc(sync_id, memtype, base, size, crc);
+    check_nothing(sync_id);
+    sync_notify(...); sync_wait(...);      (thread ordering in the UVM player: file order suffices)
+Numbers are hex (0x..) or decimal.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from ..errors import NvdlaSimError
+from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
+                       RegisterProgram, RegWrite, Where)
+from ..regs import register_map
+from .dat_image import load_dat
+
+_CMD = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*;?\s*$")
+_INTR_SOURCES = {"SDP", "CDP", "PDP", "CACC", "CDMA_DAT", "CDMA_WT", "BDMA", "RUBIK"}
+_FILL_PATTERNS = {"ALL_ZERO": 0, "ZEROS": 0, "ONES": 0xFF, "AFIVE": 0xA5, "FIVEA": 0x5A}
+
+
+def _number(text: str, where: Where, what: str) -> int:
+    try:
+        return int(text.strip(), 0)
+    except ValueError:
+        raise NvdlaSimError(f"{where}: {what} '{text.strip()}' is not a number") from None
+
+
+def _args(body: str, n: int, where: Where, cmd: str) -> list[str]:
+    args = [a.strip() for a in body.split(",")]
+    if len(args) != n or any(a == "" for a in args):
+        raise NvdlaSimError(f"{where}: {cmd} takes {n} arguments, got '{body.strip()}'")
+    return args
+
+
+def _register(name: str, where: Where, version: int) -> tuple[int, str]:
+    if "." not in name:
+        raise NvdlaSimError(f"{where}: register '{name}' is not of the form NVDLA_<UNIT>.<REG>_0")
+    unit, reg = name.split(".", 1)
+    regmap = register_map(version)
+    try:
+        u, r = regmap.resolve(unit, reg)
+    except KeyError as exc:
+        raise NvdlaSimError(f"{where}: {exc.args[0]}") from None
+    return regmap.base(u.name) + r.offset, f"{u.name}.{r.name}"
+
+
+def parse_cfg(path: Path, nvdla_version: int = 2) -> RegisterProgram:
+    """Parse a .cfg trace (and load the memory images it names) into a RegisterProgram."""
+    path = Path(path)
+    if path.is_dir():
+        cfgs = sorted(path.glob("*.cfg"))
+        if len(cfgs) != 1:
+            raise NvdlaSimError(f"{path}: expected one .cfg file in the folder, found {len(cfgs)}")
+        path = cfgs[0]
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise NvdlaSimError(f"{path}: trace file not found") from None
+    except UnicodeDecodeError:
+        raise NvdlaSimError(f"{path}: not a text trace file") from None
+    program = RegisterProgram(name=path.stem, source=path)
+    commands = program.commands
+    for number, raw in enumerate(lines, 1):
+        line = raw.split("//", 1)[0].strip()
+        if not line:
+            continue
+        where = Where(str(path), number)
+        if not line.endswith(";"):
+            raise NvdlaSimError(f"{where}: command does not end with ';': '{line}'")
+        m = _CMD.match(line)
+        if not m:
+            raise NvdlaSimError(f"{where}: cannot parse '{line}'")
+        cmd, body = m.group(1), m.group(2)
+        if cmd == "reg_write":
+            reg, value = _args(body, 2, where, cmd)
+            addr, name = _register(reg, where, nvdla_version)
+            v = _number(value, where, "value")
+            if not 0 <= v <= 0xFFFFFFFF:
+                raise NvdlaSimError(f"{where}: value {value} does not fit a 32-bit register")
+            commands.append(RegWrite(addr, v, name, where))
+        elif cmd == "poll_reg_equal":
+            reg, value = _args(body, 2, where, cmd)
+            addr, name = _register(reg, where, nvdla_version)
+            commands.append(PollRegEqual(addr, _number(value, where, "value"), name, where))
+        elif cmd == "mem_init":
+            args = [a.strip() for a in body.split(",")]
+            if len(args) != 4:
+                raise NvdlaSimError(f"{where}: mem_init takes 4 arguments, got '{body.strip()}'")
+            mem, base, size, pattern = args
+            if pattern not in _FILL_PATTERNS:
+                raise NvdlaSimError(f"{where}: unsupported mem_init pattern '{pattern}' "
+                                    f"(supported: {', '.join(_FILL_PATTERNS)})")
+            commands.append(MemFill(mem, _number(base, where, "base"), _number(size, where, "size"),
+                                    _FILL_PATTERNS[pattern], where))
+        elif cmd == "mem_load":
+            mem, base, file_arg = _args(body, 3, where, cmd)
+            file_name = file_arg.strip('"')
+            image = load_dat(path.parent / file_name)
+            commands.append(MemLoad(mem, _number(base, where, "base"), image, file_name, where))
+        elif cmd == "intr_notify":
+            target, sync_id = _args(body, 2, where, cmd)
+            unit, _, group = target.upper().rpartition("_")
+            if unit not in _INTR_SOURCES or group not in ("0", "1"):
+                raise NvdlaSimError(f"{where}: intr_notify target '{target}' is not <UNIT>_<0|1> "
+                                    f"with UNIT one of {', '.join(sorted(_INTR_SOURCES))}")
+            commands.append(IntrNotify(unit, int(group), sync_id, where))
+        elif cmd == "check_crc":
+            sync_id, mem, base, size, crc = _args(body, 5, where, cmd)
+            commands.append(CheckCrc(sync_id, mem, _number(base, where, "base"),
+                                     _number(size, where, "size"), _number(crc, where, "crc"), where))
+        elif cmd == "check_nothing":
+            (sync_id,) = _args(body, 1, where, cmd)
+            commands.append(CheckNothing(sync_id, where))
+        elif cmd in ("sync_notify", "sync_wait"):
+            continue  # file order is already a valid serialisation of the player's threads
+        else:
+            raise NvdlaSimError(f"{where}: unknown command '{cmd}'")
+    known = {c.sync_id for c in commands if isinstance(c, IntrNotify)}
+    for c in program.checks:
+        if c.sync_id not in known:
+            raise NvdlaSimError(f"{c.where}: check on sync id '{c.sync_id}' that no intr_notify arms")
+    return program

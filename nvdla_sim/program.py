@@ -1,0 +1,94 @@
+"""RegisterProgram: what every frontend produces and the engine executes.
+
+A program is an ordered list of commands: CSB register writes, memory images, waits on interrupts and
+checks of memory.  Official .cfg traces, virtual-platform traces and compiled scenarios all become one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Where:
+    """Source position of a command, for error messages."""
+    file: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class RegWrite:
+    addr: int                  # CSB byte address
+    value: int
+    name: str                  # UNIT.REG, for messages and listings
+    where: Where | None = None
+
+
+@dataclass(frozen=True)
+class MemFill:
+    mem: str                   # "pri_mem" / "sec_mem" as written; routing is by address
+    addr: int
+    nbytes: int
+    value: int = 0
+    where: Where | None = None
+
+
+@dataclass(frozen=True)
+class MemLoad:
+    mem: str
+    addr: int
+    data: np.ndarray = field(repr=False)     # uint8 image, gaps already zero
+    source: str = ""
+    where: Where | None = None
+
+
+@dataclass(frozen=True)
+class PollRegEqual:
+    addr: int
+    value: int
+    name: str
+    where: Where | None = None
+
+
+@dataclass(frozen=True)
+class IntrNotify:
+    """Arm a wait on a GLB interrupt status bit; `sync_id` names the event."""
+    source: str                # SDP, CDP, PDP, CACC, CDMA_DAT, CDMA_WT
+    group: int
+    sync_id: str
+    where: Where | None = None
+
+
+@dataclass(frozen=True)
+class CheckCrc:
+    sync_id: str
+    mem: str
+    addr: int
+    nbytes: int
+    expected: int
+    where: Where | None = None
+
+
+@dataclass(frozen=True)
+class CheckNothing:
+    sync_id: str
+    where: Where | None = None
+
+
+Command = RegWrite | MemFill | MemLoad | PollRegEqual | IntrNotify | CheckCrc | CheckNothing
+
+
+@dataclass
+class RegisterProgram:
+    name: str
+    commands: list = field(default_factory=list)
+    source: Path | None = None
+
+    @property
+    def checks(self) -> list:
+        return [c for c in self.commands if isinstance(c, (CheckCrc, CheckNothing))]

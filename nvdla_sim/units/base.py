@@ -1,0 +1,102 @@
+"""Unit: a hardware unit as a SimPy process woken by its D_OP_ENABLE.
+
+A unit's process runs its register groups in turn (0, 1, 0, ...).  For each hardware layer it calls
+`execute(view)`, a generator that receives what its producers send over channels, computes the layer
+with the kernels, sends results on, and yields timeouts for the cycles the work takes.  When the layer
+is done the process clears OP_EN and raises the unit's GLB interrupt (if it has one).
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Generator
+
+import simpy
+
+from ..errors import UnsupportedError
+from ..regs import GroupView
+
+if TYPE_CHECKING:
+    from ..engine import Engine
+
+STATUS_IDLE, STATUS_RUNNING = 0, 1
+
+
+class Unit:
+    block: str = ""                 # register block name (NVDLA_<block>)
+    interrupt: str | None = None    # GLB interrupt source raised at the end of a layer
+
+    def __init__(self, engine: "Engine"):
+        self.engine = engine
+        self.env = engine.env
+        self.hw = engine.hw
+        self.regs = engine.regs[self.block]
+        self._enable = [self.env.event(), self.env.event()]
+        op_enable = self.regs.definition.regs["D_OP_ENABLE"].offset
+        self.regs.write_hooks[op_enable] = self._on_op_enable
+        self.waiting_for: str | None = None
+        self.stats: dict[str, Any] = {"layers": 0, "busy_cycles": 0.0}
+        self.process = self.env.process(self._loop())
+
+    # -- life cycle ----------------------------------------------------------------------------
+    def _on_op_enable(self, value: int, group: int) -> None:
+        if value & 1:
+            self.engine.note_op_enable()
+            if not self._enable[group].triggered:
+                self._enable[group].succeed()
+
+    def _loop(self) -> Generator:
+        group = 0
+        while True:
+            self.waiting_for = f"its D_OP_ENABLE (group {group})"
+            yield self._enable[group]
+            self._enable[group] = self.env.event()
+            self.waiting_for = None
+            self.regs.consumer = group
+            self._set_status(group, STATUS_RUNNING)
+            start = self.env.now
+            yield from self.execute(self.regs.view(group))
+            self.stats["layers"] += 1
+            self.stats["busy_cycles"] += self.env.now - start
+            self.regs.set_word("D_OP_ENABLE", 0, group)
+            self._set_status(group, STATUS_IDLE)
+            if self.interrupt:
+                self.engine.glb.raise_interrupt(self.interrupt, group)
+            group ^= 1
+
+    def _set_status(self, group: int, status: int) -> None:
+        reg = self.regs.definition.regs.get("S_STATUS")
+        if reg is None:
+            return
+        shift = 16 * group
+        word = self.regs.read_word(reg) & ~(3 << shift)
+        self.regs.set_word("S_STATUS", word | (status << shift))
+
+    def describe_wait(self) -> str | None:
+        if self.waiting_for and not self.waiting_for.startswith("its D_OP_ENABLE"):
+            return f"{self.block} waits for {self.waiting_for}"
+        return None
+
+    # -- what subclasses use -------------------------------------------------------------------
+    def execute(self, view: GroupView) -> Generator:
+        raise UnsupportedError(f"{self.block}: not built yet")
+        yield  # pragma: no cover  (makes this a generator)
+
+    def send(self, channel: str, payload: Any) -> Generator:
+        """Put `payload` on a bounded channel (blocks while the channel is full)."""
+        self.waiting_for = f"room on channel {channel}"
+        yield self.engine.channel(channel).put(payload)
+        self.waiting_for = None
+
+    def receive(self, channel: str) -> Generator:
+        """Take the next payload from a channel; use as `x = yield from self.receive(name)`."""
+        self.waiting_for = f"channel {channel}"
+        payload = yield self.engine.channel(channel).get()
+        self.waiting_for = None
+        return payload
+
+    def memory_cycles(self, nbytes: int, secondary: bool = False) -> float:
+        """Crude transfer time of `nbytes` over the unit's memory interface (width + latency)."""
+        memif = self.hw.secondary_memif if secondary and self.hw.secondary_memif else self.hw.primary_memif
+        return memif.latency_cycles + -(-nbytes // memif.width_bytes)
+
+    def unsupported(self, reason: str) -> UnsupportedError:
+        return UnsupportedError(f"{self.block}: {reason}")

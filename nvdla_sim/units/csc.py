@@ -1,0 +1,6 @@
+"""CSC (stub: built by the convolution-pipeline work)."""
+from .base import Unit
+
+
+class Csc(Unit):
+    block = "CSC"
