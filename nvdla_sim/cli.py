@@ -26,7 +26,7 @@ def cmd_replay(args) -> int:
     for check in outcome.checks:
         print(check.describe())
     if outcome.error:
-        print(f"{outcome.status.upper()}: {outcome.error}")
+        print(f"nvdla-sim: {outcome.status}: {outcome.error}", file=sys.stderr)
         return 1
     cycles = f"{outcome.cycles:.0f} cycles" if outcome.cycles is not None else ""
     print(f"{outcome.name}: {outcome.status.upper()}  {cycles}  ({outcome.wall_s:.2f} s)")
