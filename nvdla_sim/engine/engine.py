@@ -16,7 +16,9 @@ from ..memory import MemoryAccessError, MemorySystem
 from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
                        RegisterProgram, RegWrite)
 from ..regs import RegisterFile, register_map
+from .activity import ActivityLog
 from .glb import Glb
+from .memif import MemoryInterface, MemoryProfile, load_memory_profile
 
 POLL_INTERVAL_CYCLES = 8
 POLL_LIMIT_CYCLES = 1_000_000
@@ -51,6 +53,8 @@ class RunResult:
     checks: list[CheckResult] = field(default_factory=list)
     cycles: float = 0.0         # first OP_ENABLE write to the last awaited interrupt
     unit_stats: dict = field(default_factory=dict)
+    memory_bytes: dict = field(default_factory=dict)   # interface -> client -> read/write bytes
+    engine: "Engine | None" = field(default=None, repr=False)
 
     @property
     def passed(self) -> bool:
@@ -58,10 +62,19 @@ class RunResult:
 
 
 class Engine:
-    def __init__(self, hw: HardwareConfig):
+    def __init__(self, hw: HardwareConfig, memory: MemoryProfile | str = "rtl_testbench",
+                 clock_mhz: float = 1000.0):
         from ..units import build_units   # units import the engine's channel helpers
         self.hw = hw
+        self.clock_mhz = clock_mhz
         self.env = simpy.Environment()
+        self.memory_profile = memory if isinstance(memory, MemoryProfile) else load_memory_profile(memory)
+        self.mcif = MemoryInterface(self.env, "MCIF", self.memory_profile,
+                                    hw.primary_memif.width_bytes, clock_mhz)
+        self.cvif = MemoryInterface(self.env, "CVIF", self.memory_profile,
+                                    hw.secondary_memif.width_bytes, clock_mhz) \
+            if hw.secondary_memif else None
+        self.activity = ActivityLog()
         self.regmap = register_map(hw.nvdla_version)
         self.regs = RegisterFile(self.regmap)
         self.memory = MemorySystem(has_secondary=hw.secondary_memif is not None)
@@ -97,7 +110,15 @@ class Engine:
                 f"{program.name}: deadlock at cycle {self.env.now:.0f}: awaited interrupt never "
                 f"raised ({'; '.join(waiting) or 'no unit is running'})") from None
         result.unit_stats = {name: u.stats for name, u in self.units.items() if u.stats.get("layers")}
+        result.memory_bytes = {m.name: m.bytes_by_client for m in (self.mcif, self.cvif) if m}
+        result.engine = self
         return result
+
+    def memif(self, ram_type: int) -> MemoryInterface:
+        """The interface a DMA with this RAM_TYPE bit uses (1 = MCIF/DBB, 0 = CVIF/CVSRAM)."""
+        if ram_type == 0 and self.cvif is not None:
+            return self.cvif
+        return self.mcif
 
     def _route(self, addr: int, nbytes: int, where) -> "object":
         space = self.memory.space_for_address(addr)

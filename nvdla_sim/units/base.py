@@ -56,6 +56,7 @@ class Unit:
             yield from self.execute(self.regs.view(group))
             self.stats["layers"] += 1
             self.stats["busy_cycles"] += self.env.now - start
+            self.engine.activity.add(self.block, "busy", start, self.env.now, f"layer g{group}")
             self.regs.set_word("D_OP_ENABLE", 0, group)
             self._set_status(group, STATUS_IDLE)
             if self.interrupt:
@@ -83,15 +84,25 @@ class Unit:
     def send(self, channel: str, payload: Any) -> Generator:
         """Put `payload` on a bounded channel (blocks while the channel is full)."""
         self.waiting_for = f"room on channel {channel}"
+        start = self.env.now
         yield self.engine.channel(channel).put(payload)
+        self.engine.activity.add(self.block, "stall", start, self.env.now, f"full {channel}")
         self.waiting_for = None
 
     def receive(self, channel: str) -> Generator:
         """Take the next payload from a channel; use as `x = yield from self.receive(name)`."""
         self.waiting_for = f"channel {channel}"
+        start = self.env.now
         payload = yield self.engine.channel(channel).get()
+        self.engine.activity.add(self.block, "stall", start, self.env.now, f"empty {channel}")
         self.waiting_for = None
         return payload
+
+    def dma(self, direction: str, nbytes: int, ram_type: int = 1, client: str | None = None,
+            outstanding: int | None = None) -> Generator:
+        """Move `nbytes` through the memory interface RAM_TYPE selects; returns when done."""
+        memif = self.engine.memif(ram_type)
+        yield from memif.transfer(client or self.block, direction, nbytes, outstanding)
 
     def memory_cycles(self, nbytes: int, secondary: bool = False) -> float:
         """Crude transfer time of `nbytes` over the unit's memory interface (width + latency)."""

@@ -1,0 +1,1 @@
+"""Reports: tables, Chrome/Perfetto trace events and matplotlib plots."""
