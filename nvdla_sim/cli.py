@@ -16,13 +16,18 @@ def _hardware(args):
     return load_hardware(args.hw_config if getattr(args, "hw_config", None) else args.project)
 
 
+def _memory(args):
+    from .engine.memif import load_memory_profile
+    return load_memory_profile(args.memory)
+
+
 def cmd_replay(args) -> int:
     from .conformance import run_test
     hw = _hardware(args)
     path = Path(args.path)
     if not path.exists():
         raise NvdlaSimError(f"{path}: no such trace file or folder")
-    outcome = run_test(path, hw)
+    outcome = run_test(path, hw, _memory(args), args.timeline)
     for check in outcome.checks:
         print(check.describe())
     if outcome.error:
@@ -40,12 +45,13 @@ def cmd_conformance(args) -> int:
     tests = find_tests(root, args.filter)
     if not tests:
         raise NvdlaSimError(f"{root}: no test matches '{args.filter}'")
+    memory = _memory(args)
     outcomes = []
     start = time.perf_counter()
     width = max(len(t.name) for t in tests)
     print(f"{'test':<{width}}  {'status':<11} {'cycles':>10} {'wall_s':>7}")
     for i, test in enumerate(tests, 1):
-        o = run_test(test, hw)
+        o = run_test(test, hw, memory, args.timeline)
         outcomes.append(o)
         cycles = f"{o.cycles:.0f}" if o.cycles is not None else "-"
         line = f"{o.name:<{width}}  {o.status:<11} {cycles:>10} {o.wall_s:>7.2f}"
@@ -69,6 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("path")
     r.add_argument("--project", default="nv_small", help="hardware preset (default nv_small)")
     r.add_argument("--hw-config", help="hardware YAML (a preset plus overrides) instead of --project")
+    r.add_argument("--memory", default="rtl_testbench",
+                   help="memory profile name or YAML (default rtl_testbench)")
+    r.add_argument("--timeline", type=Path, help="write <test>.trace.json and <test>.png here")
     r.set_defaults(func=cmd_replay)
 
     c = sub.add_parser("conformance", help="run every trace test of a project")
@@ -78,6 +87,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--hw-config", help="hardware YAML instead of the --project preset")
     c.add_argument("--filter", default="*", help="glob on test names")
     c.add_argument("--json", help="write a JSON report here")
+    c.add_argument("--memory", default="rtl_testbench",
+                   help="memory profile name or YAML (default rtl_testbench)")
+    c.add_argument("--timeline", type=Path, help="write each test's trace events and plot here")
     c.set_defaults(func=cmd_conformance)
     return p
 

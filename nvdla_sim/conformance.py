@@ -8,6 +8,7 @@ from pathlib import Path
 
 from .config import HardwareConfig
 from .engine import Engine, RunResult
+from .engine.memif import MemoryProfile
 from .errors import NvdlaSimError, UnsupportedError
 from .frontends.cfg_trace import parse_cfg
 
@@ -39,16 +40,33 @@ def find_tests(root: Path, pattern: str = "*") -> list[Path]:
     return tests
 
 
-def run_test(path: Path, hw: HardwareConfig) -> TestOutcome:
+def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_testbench",
+             timeline_dir: Path | None = None) -> TestOutcome:
+    """Run one trace test; with `timeline_dir`, also write its trace events and utilization plot."""
     name = path.name if path.is_dir() else path.stem
     start = time.perf_counter()
     try:
         program = parse_cfg(path, hw.nvdla_version)
-        result = Engine(hw).run(program)
+        result = Engine(hw, memory).run(program)
     except UnsupportedError as exc:
         return TestOutcome(name, "unsupported", wall_s=time.perf_counter() - start, error=str(exc))
     except NvdlaSimError as exc:
         return TestOutcome(name, "error", wall_s=time.perf_counter() - start, error=str(exc))
     status = "pass" if result.passed else "fail"
-    return TestOutcome(name, status, result.checks, result.cycles, time.perf_counter() - start,
-                       result=result)
+    wall_s = time.perf_counter() - start
+    if timeline_dir is not None:
+        write_timeline(result, Path(timeline_dir), name)
+    return TestOutcome(name, status, result.checks, result.cycles, wall_s, result=result)
+
+
+def write_timeline(result: RunResult, folder: Path, name: str) -> tuple[Path, Path]:
+    """<name>.trace.json (Chrome/Perfetto) and <name>.png (utilization and bandwidth) in `folder`."""
+    from .report.timeline import plot_utilization, write_trace_events
+    engine = result.engine
+    folder.mkdir(parents=True, exist_ok=True)
+    transfers = [t for m in (engine.mcif, engine.cvif) if m for t in m.transfers]
+    json_path, png_path = folder / f"{name}.trace.json", folder / f"{name}.png"
+    write_trace_events(engine.activity, transfers, json_path, engine.clock_mhz, name)
+    end = max([s[3] for s in engine.activity.spans] + [result.cycles], default=result.cycles)
+    plot_utilization(engine.activity, transfers, png_path, end, title=name)
+    return json_path, png_path
