@@ -1,0 +1,1 @@
+"""Network compiler: network IR -> DLA support checks -> hardware layers -> register programs."""

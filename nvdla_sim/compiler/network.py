@@ -1,0 +1,125 @@
+"""Network IR: tensors in NCHW terms (one image), operations in topological order.
+
+This is what frontends (built-in networks, explicit layer lists, ONNX) produce and what the
+compiler lowers to NVDLA hardware layers.  Shapes are inferred here once, for every consumer.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Shape:
+    c: int
+    h: int
+    w: int
+
+    @property
+    def elements(self) -> int:
+        return self.c * self.h * self.w
+
+
+@dataclass
+class Op:
+    name: str
+    kind: str                     # conv, fc, pool, lrn, add, concat, relu, prelu, sigmoid, tanh,
+                                  # batchnorm, softmax, flatten
+    inputs: list[str]
+    attrs: dict = field(default_factory=dict)
+
+    def attr(self, key: str, default=None):
+        return self.attrs.get(key, default)
+
+
+@dataclass
+class Network:
+    name: str
+    input_name: str
+    input_shape: Shape
+    ops: list[Op] = field(default_factory=list)
+    shapes: dict[str, Shape] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.shapes.setdefault(self.input_name, self.input_shape)
+
+    @property
+    def output(self) -> str:
+        return self.ops[-1].name if self.ops else self.input_name
+
+    def add(self, kind: str, name: str, inputs: list[str] | str, **attrs) -> str:
+        inputs = [inputs] if isinstance(inputs, str) else list(inputs)
+        for i in inputs:
+            if i not in self.shapes:
+                raise ValueError(f"layer '{name}': unknown input '{i}'")
+        if name in self.shapes:
+            raise ValueError(f"layer '{name}': name used twice")
+        op = Op(name, kind, inputs, attrs)
+        self.shapes[name] = infer_shape(op, [self.shapes[i] for i in inputs])
+        self.ops.append(op)
+        return name
+
+    # Convenience builders (return the output tensor name) ---------------------------------------
+    def conv(self, name, x, out_channels, kernel, stride=1, pad=0, dilation=1, groups=1,
+             bias=True, relu=False, batchnorm=False):
+        return self.add("conv", name, x, out_channels=out_channels, kernel=_pair(kernel),
+                        stride=_pair(stride), pad=_quad(pad), dilation=_pair(dilation),
+                        groups=groups, bias=bias, relu=relu, batchnorm=batchnorm)
+
+    def fc(self, name, x, out_features, relu=False, bias=True):
+        return self.add("fc", name, x, out_features=out_features, relu=relu, bias=bias)
+
+    def pool(self, name, x, method, kernel, stride, pad=0, ceil_mode=False):
+        return self.add("pool", name, x, method=method, kernel=_pair(kernel), stride=_pair(stride),
+                        pad=_quad(pad), ceil_mode=ceil_mode)
+
+    def global_avg_pool(self, name, x):
+        s = self.shapes[x]
+        return self.pool(name, x, "avg", (s.h, s.w), (s.h, s.w))
+
+
+def _pair(v) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def _quad(v) -> tuple[int, int, int, int]:
+    """Padding as (top, left, bottom, right)."""
+    if isinstance(v, int):
+        return (v, v, v, v)
+    v = tuple(int(x) for x in v)
+    return (v[0], v[1], v[0], v[1]) if len(v) == 2 else v
+
+
+def _out(size: int, k: int, s: int, pad_a: int, pad_b: int, d: int = 1, ceil: bool = False) -> int:
+    span = size + pad_a + pad_b - d * (k - 1) - 1
+    return (-(-span // s) if ceil else span // s) + 1
+
+
+def infer_shape(op: Op, ins: list[Shape]) -> Shape:
+    x = ins[0]
+    k = op.kind
+    if k == "conv":
+        (kh, kw), (sh, sw), (pt, pl, pb, pr), (dh, dw) = (op.attrs["kernel"], op.attrs["stride"],
+                                                          op.attrs["pad"], op.attrs["dilation"])
+        if x.c % op.attrs["groups"]:
+            raise ValueError(f"layer '{op.name}': {x.c} channels not divisible by groups")
+        oh, ow = _out(x.h, kh, sh, pt, pb, dh), _out(x.w, kw, sw, pl, pr, dw)
+        if oh <= 0 or ow <= 0:
+            raise ValueError(f"layer '{op.name}': kernel larger than its padded input")
+        return Shape(op.attrs["out_channels"], oh, ow)
+    if k == "fc":
+        return Shape(op.attrs["out_features"], 1, 1)
+    if k == "pool":
+        (kh, kw), (sh, sw), (pt, pl, pb, pr) = op.attrs["kernel"], op.attrs["stride"], op.attrs["pad"]
+        ceil = op.attrs.get("ceil_mode", False)
+        return Shape(x.c, _out(x.h, kh, sh, pt, pb, 1, ceil), _out(x.w, kw, sw, pl, pr, 1, ceil))
+    if k == "concat":
+        if any((s.h, s.w) != (x.h, x.w) for s in ins):
+            raise ValueError(f"layer '{op.name}': concat inputs differ in height/width")
+        return Shape(sum(s.c for s in ins), x.h, x.w)
+    if k in ("add", "mul"):
+        if any(s != x for s in ins):
+            raise ValueError(f"layer '{op.name}': element-wise inputs differ in shape")
+        return x
+    if k == "flatten":
+        return Shape(x.elements, 1, 1)
+    return x      # relu, prelu, sigmoid, tanh, batchnorm, lrn, softmax, clip: shape-preserving
