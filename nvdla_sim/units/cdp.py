@@ -1,11 +1,198 @@
-"""CDP and CDP_RDMA (stub)."""
+"""CDP (channel data processor: local response normalisation) and CDP_RDMA (its input DMA).
+
+CDP_RDMA reads the input cube (all lanes of every atom) from memory and hands it to CDP on
+"cdp_rdma->cdp" together with its channel count: CDP has no cube-size registers of its own, it
+works on what CDP_RDMA's registers describe.  CDP normalises across channels with the kernel
+`kernels/cdp.pyx` and writes the whole output cube, padding lanes included.
+
+The two LUTs (LE 65 entries, LO 257 entries, int16) are single, shared by both register groups,
+and loaded through S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA: every DATA write in write mode stores
+one entry and advances the address, which stops at the table's last entry.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator
+
+import numpy as np
+
+from ..kernels.cdp import LE_ENTRIES, LO_ENTRIES, lrn_int8
+from ..kernels.fixed import sign_extend
+from ..layout import read_cube, surfaces, write_cube
+from ..regs import GroupView
+from ..regs.regmap import UnitDef
 from .base import Unit
 
+CHANNEL = "cdp_rdma->cdp"
 
+DATA_INT8 = 0
+TABLE_LE, TABLE_LO = 0, 1
+LUT_START_END_BITS = 38         # S_LUT_*_START/END: LOW[31:0] + HIGH[5:0], two's complement
+LUT_INDEX_SELECT_BITS = 6       # the C model sign-extends the index selects from bit 5
+DATOUT_OFFSET_BITS = 25         # only the low 25 bits of D_DATOUT_OFFSET reach the converter
+DATIN_OFFSET_BITS = 8           # INT8: the low byte of D_DATIN_OFFSET
+
+# Perf/status registers CDP updates at the end of a layer, from the kernel's counters.
+COUNTER_REGISTERS = {
+    "lut_uflow": "D_PERF_LUT_UFLOW",
+    "lut_oflow": "D_PERF_LUT_OFLOW",
+    "lut_hybrid": "D_PERF_LUT_HYBRID",
+    "lut_le_hit": "D_PERF_LUT_LE_HIT",
+    "lut_lo_hit": "D_PERF_LUT_LO_HIT",
+    "out_saturation": "D_OUT_SATURATION",
+}
+ZERO_FOR_INT8 = ("D_NAN_INPUT_NUM", "D_INF_INPUT_NUM", "D_NAN_OUTPUT_NUM")
+
+
+@dataclass(frozen=True)
+class CdpInput:
+    """What CDP_RDMA sends: the cube as read, (surfaces*atom, H, W) int8, and its real channels."""
+    cube: np.ndarray
+    channels: int
+
+
+def check_int8(unit: Unit, view: GroupView, reg: str, field: str) -> None:
+    fmt = view.field(reg, field)
+    if fmt != DATA_INT8:
+        raise unit.unsupported(f"{field}={fmt} ({'INT16' if fmt == 1 else 'FP16'}); "
+                               "only INT8 is modelled")
+
+
+# -- CDP_RDMA ----------------------------------------------------------------------------------
 class CdpRdma(Unit):
     block = "CDP_RDMA"
+
+    def execute(self, view: GroupView) -> Generator:
+        check_int8(self, view, "D_DATA_FORMAT", "INPUT_DATA")
+        atom = self.hw.memory_atomic_bytes
+        width = view.field("D_DATA_CUBE_WIDTH", "WIDTH") + 1
+        height = view.field("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1
+        channels = view.field("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1
+        ram_type = view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE")
+        cube = read_cube(self.engine.memory.space(ram_type),
+                         view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
+                         width, height, channels,
+                         view.word("D_SRC_LINE_STRIDE"), view.word("D_SRC_SURFACE_STRIDE"), atom)
+        yield from self.dma("read", surfaces(channels, atom) * atom * height * width, ram_type)
+        yield from self.send(CHANNEL, CdpInput(cube, channels))
+
+
+# -- LUT memory --------------------------------------------------------------------------------
+def _field(unit: UnitDef, reg: str, field: str, value: int) -> int:
+    f = unit.regs[reg].fields[field]
+    return (value & f.mask) >> f.lo
+
+
+class CdpLut:
+    """The LE and LO tables and their access pointer (S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA)."""
+
+    def __init__(self, definition: UnitDef):
+        self._def = definition
+        self.tables = {TABLE_LE: np.zeros(LE_ENTRIES, np.int64),
+                       TABLE_LO: np.zeros(LO_ENTRIES, np.int64)}
+        self.table_id = TABLE_LE
+        self.address = 0
+        self.write_mode = False
+
+    def on_access_cfg(self, value: int, group: int = 0) -> None:
+        self.table_id = _field(self._def, "S_LUT_ACCESS_CFG", "LUT_TABLE_ID", value)
+        self.address = _field(self._def, "S_LUT_ACCESS_CFG", "LUT_ADDR", value)
+        self.write_mode = _field(self._def, "S_LUT_ACCESS_CFG", "LUT_ACCESS_TYPE", value) == 1
+
+    def on_access_data(self, value: int, group: int = 0) -> None:
+        if not self.write_mode:
+            return
+        table = self.tables[self.table_id]
+        last = table.size - 1
+        if self.address > last:
+            return      # LUT_ADDR beyond the table: no entry there to write
+        table[self.address] = sign_extend(value & 0xFFFF, 16)
+        if self.address < last:
+            self.address += 1
+
+
+# -- CDP ---------------------------------------------------------------------------------------
+def _start_end(view: GroupView, name: str) -> int:
+    """A 38-bit signed S_LUT_<name> value from its LOW word and HIGH[5:0]."""
+    low = view.word(f"S_LUT_{name}_LOW")
+    high = view.field(f"S_LUT_{name}_HIGH", f"LUT_{name}_HIGH")
+    return sign_extend(low | (high << 32), LUT_START_END_BITS)
+
+
+def decode_lrn(view: GroupView) -> dict[str, int]:
+    """The CDP registers of one layer as the kernel's configuration (see `lrn_int8`)."""
+    cfg = {
+        "datin_offset": view.sfield("D_DATIN_OFFSET", "DATIN_OFFSET", DATIN_OFFSET_BITS),
+        "datin_scale": view.sfield("D_DATIN_SCALE", "DATIN_SCALE"),
+        "datin_shift": view.field("D_DATIN_SHIFTER", "DATIN_SHIFTER"),
+        "normalz_len": view.field("D_LRN_CFG", "NORMALZ_LEN"),
+        "sqsum_bypass": view.field("D_FUNC_BYPASS", "SQSUM_BYPASS"),   # 1 = bypass
+        "mul_bypass": view.field("D_FUNC_BYPASS", "MUL_BYPASS"),
+        "le_exponent": int(view.field("S_LUT_CFG", "LUT_LE_FUNCTION") == 0),
+        "uflow_priority": view.field("S_LUT_CFG", "LUT_UFLOW_PRIORITY"),   # 1 = LO
+        "oflow_priority": view.field("S_LUT_CFG", "LUT_OFLOW_PRIORITY"),
+        "hybrid_priority": view.field("S_LUT_CFG", "LUT_HYBRID_PRIORITY"),
+        "datout_offset": view.sfield("D_DATOUT_OFFSET", "DATOUT_OFFSET", DATOUT_OFFSET_BITS),
+        "datout_scale": view.sfield("D_DATOUT_SCALE", "DATOUT_SCALE"),
+        "datout_shift": view.field("D_DATOUT_SHIFTER", "DATOUT_SHIFTER"),
+        "le_index_offset": view.sfield("S_LUT_INFO", "LUT_LE_INDEX_OFFSET"),
+    }
+    for table in ("LE", "LO"):
+        p = table.lower()
+        cfg[f"{p}_start"] = _start_end(view, f"{table}_START")
+        cfg[f"{p}_end"] = _start_end(view, f"{table}_END")
+        cfg[f"{p}_index_select"] = view.sfield("S_LUT_INFO", f"LUT_{table}_INDEX_SELECT",
+                                               LUT_INDEX_SELECT_BITS)
+        for edge in ("UFLOW", "OFLOW"):
+            cfg[f"{p}_{edge.lower()}_scale"] = view.sfield(
+                f"S_LUT_{table}_SLOPE_SCALE", f"LUT_{table}_SLOPE_{edge}_SCALE")
+            cfg[f"{p}_{edge.lower()}_shift"] = view.sfield(     # signed 5-bit
+                f"S_LUT_{table}_SLOPE_SHIFT", f"LUT_{table}_SLOPE_{edge}_SHIFT")
+    return cfg
 
 
 class Cdp(Unit):
     block = "CDP"
     interrupt = "CDP"
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        definition = self.regs.definition
+        self.lut = CdpLut(definition)
+        self.regs.write_hooks[definition.regs["S_LUT_ACCESS_CFG"].offset] = self.lut.on_access_cfg
+        self.regs.write_hooks[definition.regs["S_LUT_ACCESS_DATA"].offset] = self.lut.on_access_data
+
+    def execute(self, view: GroupView) -> Generator:
+        check_int8(self, view, "D_DATA_FORMAT", "INPUT_DATA_TYPE")
+        cfg = decode_lrn(view)
+        if cfg["le_exponent"] and cfg["le_index_offset"] > 62:
+            raise self.unsupported(f"LUT_LE_INDEX_OFFSET={cfg['le_index_offset']} in exponent "
+                                   "mode (2^offset does not fit the 64-bit datapath)")
+        payload: CdpInput = yield from self.receive(CHANNEL)
+        cube = payload.cube
+        if cube.dtype != np.int8 or cube.shape[0] % self.hw.memory_atomic_bytes:
+            raise self.unsupported(f"input cube {cube.shape} ({cube.dtype}) from CDP_RDMA is not "
+                                   "a whole-atom INT8 cube")
+
+        out, counters = lrn_int8(np.ascontiguousarray(cube), payload.channels, cfg,
+                                 self.lut.tables[TABLE_LE], self.lut.tables[TABLE_LO])
+        yield self.env.timeout(self.compute_cycles(cube))
+
+        ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
+        write_cube(self.engine.memory.space(ram_type),
+                   view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), out,
+                   view.word("D_DST_LINE_STRIDE"), view.word("D_DST_SURFACE_STRIDE"),
+                   self.hw.memory_atomic_bytes)
+        yield from self.dma("write", out.size, ram_type)
+        self.record_counters(view.group, counters)
+
+    def record_counters(self, group: int, counters: dict[str, int]) -> None:
+        for key, reg in COUNTER_REGISTERS.items():
+            self.regs.set_word(reg, counters[key], group)   # 32-bit, wraps
+        for reg in ZERO_FOR_INT8:
+            self.regs.set_word(reg, 0, group)
+
+    # -- timing (crude; kept apart from the arithmetic) ----------------------------------------
+    def compute_cycles(self, cube: np.ndarray) -> int:
+        """Every lane of every pixel passes the LRN datapath once, cdp_throughput per cycle."""
+        return -(-cube.size // max(1, self.hw.cdp_throughput))
