@@ -1,6 +1,72 @@
-"""CACC (stub: built by the convolution-pipeline work)."""
+"""CACC: accumulates the CMAC partial sums and delivers int32 results to SDP.
+
+The two CMAC halves' sums are assembled per kernel into a 48-bit saturating accumulator, then
+each output is rounded half away from zero by CLIP_TRUNCATE bits and saturated to int32; the
+number of saturated outputs goes to D_OUT_SATURATION (kernels/conv.pyx accumulator_output).
+The result goes to SDP on "cacc->sdp" as an int32 (surfaces*atom, OUT_H, OUT_W) cube; lanes of
+kernels >= K are 0, as the hardware feeds them.
+"""
+from __future__ import annotations
+
+from typing import Generator
+
+import numpy as np
+
+from ..errors import NvdlaSimError
+from ..kernels.conv import accumulator_output
+from ..layout import surfaces
+from ..regs import GroupView
 from .base import Unit
+from .cdma import require_direct_int8, require_no_batch
+from .cmac import CHANNEL_CACC_A, CHANNEL_CACC_B, MacPartial
+
+CHANNEL_SDP = "cacc->sdp"
+
+
+def assemble(partials: list[MacPartial], kernels: int, out_h: int, out_w: int) -> np.ndarray:
+    """(K, OH, OW) int64 sums from the CMAC halves."""
+    acc = np.zeros((kernels, out_h, out_w), np.int64)
+    seen = np.zeros(kernels, bool)
+    for p in partials:
+        if p.total_kernels != kernels or p.sums.shape[1:] != (out_h, out_w):
+            raise NvdlaSimError(
+                f"CACC: DATAOUT_SIZE {out_w}x{out_h}x{kernels} differs from the CSC layer "
+                f"({p.sums.shape[2]}x{p.sums.shape[1]}x{p.total_kernels})")
+        acc[p.kernels] = p.sums
+        seen[p.kernels] = True
+    if not seen.all():
+        raise NvdlaSimError("CACC: some kernels came from neither CMAC")
+    return acc
+
+
+def deliver(acc: np.ndarray, atom: int, clip_truncate: int) -> tuple[np.ndarray, int]:
+    """The int32 cube for SDP (all lanes of every surface) and the saturation count."""
+    kernels, out_h, out_w = acc.shape
+    out = np.zeros((surfaces(kernels, atom) * atom, out_h, out_w), np.int32)
+    saturated = accumulator_output(acc, out, clip_truncate)
+    return out, saturated
 
 
 class Cacc(Unit):
     block = "CACC"
+    interrupt = "CACC"
+
+    def execute(self, view: GroupView) -> Generator:
+        require_direct_int8(self, view, ("PROC_PRECISION",))
+        require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
+        out_w = view.field("D_DATAOUT_SIZE_0", "DATAOUT_WIDTH") + 1
+        out_h = view.field("D_DATAOUT_SIZE_0", "DATAOUT_HEIGHT") + 1
+        kernels = view.field("D_DATAOUT_SIZE_1", "DATAOUT_CHANNEL") + 1
+        part_a = yield from self.receive(CHANNEL_CACC_A)
+        part_b = yield from self.receive(CHANNEL_CACC_B)
+        acc = assemble([part_a, part_b], kernels, out_h, out_w)
+        out, saturated = deliver(acc, self.hw.memory_atomic_bytes,
+                                 view.field("D_CLIP_CFG", "CLIP_TRUNCATE"))
+        self.regs.set_word("D_OUT_SATURATION", saturated, view.group)
+        yield self.env.timeout(self.delivery_cycles(out))
+        yield from self.send(CHANNEL_SDP, out)
+
+    # -- timing (crude; kept apart from the arithmetic) ----------------------------------------
+    def delivery_cycles(self, out: np.ndarray) -> int:
+        """One output atom per cycle to SDP."""
+        return out.size // self.hw.memory_atomic_bytes

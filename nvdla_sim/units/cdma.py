@@ -1,6 +1,232 @@
-"""CDMA (stub: built by the convolution-pipeline work)."""
+"""CDMA: fetches the input (feature cube or image) and the weights of a convolution into CBUF.
+
+Feature input is read as whole atoms (layout.read_cube) and, with CVT_EN, converted element by
+element; image input (DATAIN_FORMAT = PIXEL) is read line by line from DAIN_ADDR_0, its bytes
+reordered so CBUF holds R,G,B,A (Y,U,V,A), converted with the per-element mean (MEAN_FORMAT) or
+CVT_OFFSET, and padded left and right with the low byte of ZERO_PADDING_VALUE (padding is never
+converted).  Weights are copied verbatim.  When data and weights are in CBUF the CDMA raises
+CDMA_DAT and CDMA_WT and hands the CSC a reference to what it loaded on "cdma->csc".
+
+DATA_REUSE / WEIGHT_REUSE keep what the previous layer left in CBUF (it must have set
+SKIP_DATA_RLS / SKIP_WEIGHT_RLS on the same banks and input format), as the hardware does.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator
+
+import numpy as np
+
+from ..kernels.conv import convert_feature_int8, convert_pixels_int8
+from ..layout import read_cube
+from ..regs import GroupView
 from .base import Unit
+from .cbuf import FEATURE, PIXEL, Cbuf, CbufData
+
+CHANNEL_CSC = "cdma->csc"
+
+PRECISION_INT8 = 0
+CONV_MODE_DIRECT = 0
+DATAIN_FEATURE, DATAIN_PIXEL = 0, 1
+WEIGHT_UNCOMPRESSED = 0
+PIXEL_PITCH_LINEAR = 0
+PRECISION_NAMES = {0: "INT8", 1: "INT16", 2: "FP16"}
+
+
+@dataclass(frozen=True)
+class PixelLayout:
+    name: str
+    bytes_per_pixel: int
+    byte_order: tuple[int, ...]   # memory byte of each CBUF element (R,G,B,A or Y,U,V,A order)
+
+
+# PIXEL_FORMAT codes modelled (8-bit pitch-linear formats).
+PIXEL_LAYOUTS = {
+    0: PixelLayout("R8", 1, (0,)),
+    12: PixelLayout("A8B8G8R8", 4, (0, 1, 2, 3)),
+    16: PixelLayout("X8B8G8R8", 4, (0, 1, 2, 3)),
+    13: PixelLayout("A8R8G8B8", 4, (2, 1, 0, 3)),
+    17: PixelLayout("X8R8G8B8", 4, (2, 1, 0, 3)),
+    26: PixelLayout("A8Y8U8V8", 4, (2, 1, 0, 3)),
+    14: PixelLayout("B8G8R8A8", 4, (1, 2, 3, 0)),
+    18: PixelLayout("B8G8R8X8", 4, (1, 2, 3, 0)),
+    27: PixelLayout("V8U8Y8A8", 4, (1, 2, 3, 0)),
+    15: PixelLayout("R8G8B8A8", 4, (3, 2, 1, 0)),
+    19: PixelLayout("R8G8B8X8", 4, (3, 2, 1, 0)),
+}
+
+
+@dataclass(frozen=True)
+class CbufLoad:
+    """What the CDMA hands the CSC for one layer (references into CBUF)."""
+    data: CbufData
+    weights: np.ndarray           # uint8, WEIGHT_BYTES
+
+
+def require_direct_int8(unit: Unit, view: GroupView, precision_fields: tuple[str, ...]) -> None:
+    """Shared by CDMA, CSC, CMAC and CACC: direct convolution in INT8 only."""
+    if view.field("D_MISC_CFG", "CONV_MODE") != CONV_MODE_DIRECT:
+        raise unit.unsupported("CONV_MODE=WINOGRAD (Winograd convolution is not modelled)")
+    for name in precision_fields:
+        value = view.field("D_MISC_CFG", name)
+        if value != PRECISION_INT8:
+            raise unit.unsupported(
+                f"{name}={PRECISION_NAMES.get(value, value)}: only INT8 is modelled "
+                f"({unit.hw.name} data types: {', '.join(unit.hw.data_types)})")
+
+
+def require_no_batch(unit: Unit, batches: int) -> None:
+    if batches:
+        why = "this configuration has no batch feature" if not unit.hw.features.batch \
+            else "batched convolution is not modelled"
+        raise unit.unsupported(f"BATCHES={batches + 1}: {why}")
+
+
+def int8_low_byte(value: int) -> int:
+    """The low byte of a 16-bit padding value as the INT8 datapath uses it."""
+    v = value & 0xFF
+    return v - 256 if v >= 128 else v
 
 
 class Cdma(Unit):
     block = "CDMA"
+    interrupt = None          # raises CDMA_DAT and CDMA_WT itself
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        self.cbuf = Cbuf(self.hw)
+        # The CBUF comes out of reset flushed; traces poll FLUSH_DONE before the first layer.
+        self.regs.set_word("S_CBUF_FLUSH_STATUS", 1)
+
+    def execute(self, view: GroupView) -> Generator:
+        require_direct_int8(self, view, ("IN_PRECISION", "PROC_PRECISION"))
+        if view.field("D_WEIGHT_FORMAT", "WEIGHT_FORMAT") != WEIGHT_UNCOMPRESSED:
+            raise self.unsupported("WEIGHT_FORMAT=COMPRESSED (weight compression is not modelled)")
+        require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
+        self.cbuf.allocate(view.field("D_BANK", "DATA_BANK") + 1,
+                           view.field("D_BANK", "WEIGHT_BANK") + 1)
+        fmt = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT")
+        if fmt not in (DATAIN_FEATURE, DATAIN_PIXEL):
+            raise self.unsupported(f"DATAIN_FORMAT={fmt}")
+        key = (fmt, self.cbuf.split)
+
+        # -- data ------------------------------------------------------------------------------
+        reuse = view.field("D_MISC_CFG", "DATA_REUSE") and self.cbuf.retained_key == key \
+            and self.cbuf.data is not None
+        if not reuse:
+            data, read_bytes = self.load_feature(view) if fmt == DATAIN_FEATURE \
+                else self.load_pixels(view)
+            self.cbuf.check_data_fits(data.entries, f"{data.kind} input")
+            ram_type = view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")
+            yield from self.dma("read", read_bytes, ram_type, client="CDMA_DAT")
+            self.cbuf.store_data(data)
+        self.cbuf.retained_key = key if view.field("D_MISC_CFG", "SKIP_DATA_RLS") else None
+        self.engine.glb.raise_interrupt("CDMA_DAT", view.group)
+
+        # -- weights ---------------------------------------------------------------------------
+        kernels = view.field("D_WEIGHT_SIZE_1", "WEIGHT_KERNEL") + 1
+        byte_per_kernel = view.field("D_WEIGHT_SIZE_0", "BYTE_PER_KERNEL") + 1
+        weight_bytes = view.word("D_WEIGHT_BYTES")
+        keep_all = bool(view.field("D_MISC_CFG", "SKIP_WEIGHT_RLS"))
+        self.cbuf.check_weights_fit(weight_bytes, min(kernels, self.hw.atomic_k) * byte_per_kernel,
+                                    keep_all)
+        reuse_weights = view.field("D_MISC_CFG", "WEIGHT_REUSE") and self.cbuf.weights is not None \
+            and self.cbuf.retained_weight_key == key
+        if not reuse_weights:
+            ram_type = view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE")
+            raw = self.engine.memory.space(ram_type).read(
+                view.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH"), weight_bytes)
+            yield from self.dma("read", weight_bytes, ram_type, client="CDMA_WT")
+            self.cbuf.store_weights(np.array(raw, dtype=np.uint8))
+        self.cbuf.retained_weight_key = key if keep_all else None
+        self.engine.glb.raise_interrupt("CDMA_WT", view.group)
+
+        yield from self.send(CHANNEL_CSC, CbufLoad(self.cbuf.data, self.cbuf.weights))
+
+    # -- feature input -------------------------------------------------------------------------
+    def load_feature(self, view: GroupView) -> tuple[CbufData, int]:
+        atom = self.hw.memory_atomic_bytes
+        width = view.field("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
+        height = view.field("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
+        channels = view.field("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
+        cube = read_cube(self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")),
+                         view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), width, height,
+                         channels, view.word("D_LINE_STRIDE"), view.word("D_SURF_STRIDE"), atom)
+        if view.field("D_CVT_CFG", "CVT_EN"):
+            cube = np.ascontiguousarray(cube)
+            converted = np.empty_like(cube)
+            convert_feature_int8(cube, converted, view.sfield("D_CVT_OFFSET", "CVT_OFFSET"),
+                                 view.sfield("D_CVT_SCALE", "CVT_SCALE"),
+                                 view.field("D_CVT_CFG", "CVT_TRUNCATE"))
+            cube = converted
+        entries = (view.field("D_ENTRY_PER_SLICE", "ENTRIES") + 1) * height
+        return CbufData(FEATURE, cube, entries), cube.size
+
+    # -- image input ---------------------------------------------------------------------------
+    def load_pixels(self, view: GroupView) -> tuple[CbufData, int]:
+        code = view.field("D_DATAIN_FORMAT", "PIXEL_FORMAT")
+        layout = PIXEL_LAYOUTS.get(code)
+        if layout is None:
+            names = ", ".join(p.name for p in PIXEL_LAYOUTS.values())
+            raise self.unsupported(f"PIXEL_FORMAT={code}: only the 8-bit packed formats "
+                                   f"({names}) are modelled")
+        if view.field("D_DATAIN_FORMAT", "PIXEL_MAPPING") != PIXEL_PITCH_LINEAR:
+            raise self.unsupported("PIXEL_MAPPING=RESERVED_LINEAR (only pitch-linear images)")
+        width = view.field("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
+        height = view.field("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
+        channels = view.field("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
+        elements = len(layout.byte_order)
+        if channels != elements:
+            raise self.unsupported(f"DATAIN_CHANNEL={channels} with {layout.name} pixels "
+                                   f"({elements} elements each)")
+        x_offset = view.field("D_PIXEL_OFFSET", "PIXEL_X_OFFSET")
+        line_stride = view.word("D_LINE_STRIDE")
+        bpp = layout.bytes_per_pixel
+        pixel_bytes = read_pixel_lines(
+            self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")),
+            view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), line_stride,
+            width, height, x_offset, layout)
+        if view.field("D_CVT_CFG", "CVT_EN"):
+            if view.field("D_MEAN_FORMAT", "MEAN_FORMAT"):
+                means = [view.sfield("D_MEAN_GLOBAL_0", "MEAN_RY"),
+                         view.sfield("D_MEAN_GLOBAL_0", "MEAN_GU"),
+                         view.sfield("D_MEAN_GLOBAL_1", "MEAN_BV"),
+                         view.sfield("D_MEAN_GLOBAL_1", "MEAN_AX")][:elements]
+            else:
+                means = [view.sfield("D_CVT_OFFSET", "CVT_OFFSET")] * elements
+            pixels = np.empty(pixel_bytes.shape, np.int8)
+            convert_pixels_int8(pixel_bytes, pixels, np.array(means, np.int64),
+                                view.sfield("D_CVT_SCALE", "CVT_SCALE"),
+                                view.field("D_CVT_CFG", "CVT_TRUNCATE"),
+                                bool(view.field("D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE")))
+        else:
+            pixels = pixel_bytes.view(np.int8)
+        lines = pad_pixel_lines(pixels, view.field("D_ZERO_PADDING", "PAD_LEFT"),
+                                view.field("D_ZERO_PADDING", "PAD_RIGHT"),
+                                int8_low_byte(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE")))
+        entries = (view.field("D_ENTRY_PER_SLICE", "ENTRIES") + 1) * height
+        atom = self.hw.memory_atomic_bytes
+        read_bytes = height * -(-((x_offset + width) * bpp) // atom) * atom
+        return CbufData(PIXEL, lines, entries, elements), read_bytes
+
+
+def read_pixel_lines(space, base: int, line_stride: int, width: int, height: int, x_offset: int,
+                     layout: PixelLayout) -> np.ndarray:
+    """(H, W, elements) uint8: pixels x_offset.. of each line, bytes in CBUF element order."""
+    bpp = layout.bytes_per_pixel
+    first = x_offset * bpp
+    span = (height - 1) * line_stride + first + width * bpp
+    raw = space.read(base, span)
+    offsets = (np.arange(height, dtype=np.int64)[:, None, None] * line_stride + first
+               + np.arange(width, dtype=np.int64)[None, :, None] * bpp
+               + np.array(layout.byte_order, dtype=np.int64)[None, None, :])
+    return np.ascontiguousarray(raw[offsets], dtype=np.uint8)
+
+
+def pad_pixel_lines(pixels: np.ndarray, pad_left: int, pad_right: int,
+                    pad_value: int) -> np.ndarray:
+    """CBUF image lines: pad_left pixels of pad_value, the converted pixels, pad_right more."""
+    height, width, elements = pixels.shape
+    lines = np.full((height, (pad_left + width + pad_right) * elements), pad_value, np.int8)
+    lines[:, pad_left * elements:(pad_left + width) * elements] = pixels.reshape(height, -1)
+    return lines

@@ -1,10 +1,75 @@
-"""CMAC_A / CMAC_B (stub: built by the convolution-pipeline work)."""
+"""CMAC_A / CMAC_B: the two halves of the MAC array.
+
+Each holds ATOMIC_K/2 MAC cells; cell i of a kernel group computes kernel group*ATOMIC_K + i, so
+CMAC_A computes the kernels in cells [0, ATOMIC_K/2) of every group and CMAC_B the rest.  A cell
+multiplies ATOMIC_C int8 channels by int8 weights and sums them exactly (22 bits for ATOMIC_C 64),
+the CACC accumulates those partial sums; here one kernel call computes the whole layer's sums of a
+half (kernels/conv.pyx) and sends them to the CACC on "cmac_a->cacc" / "cmac_b->cacc".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator
+
+import numpy as np
+
+from ..kernels.conv import conv_lines
+from ..regs import GroupView
 from .base import Unit
+from .cdma import require_direct_int8
+from .csc import CHANNEL_CMAC_A, CHANNEL_CMAC_B, ConvJob
+
+CHANNEL_CACC_A = "cmac_a->cacc"
+CHANNEL_CACC_B = "cmac_b->cacc"
+PIPELINE_CYCLES = 8           # input register -> multipliers -> adder tree -> output (crude)
 
 
-class CmacA(Unit):
+@dataclass(frozen=True)
+class MacPartial:
+    """Sums of the kernels one CMAC computed, shape (len(kernels), OH, OW) int64."""
+    kernels: np.ndarray           # kernel indices
+    sums: np.ndarray
+    total_kernels: int
+
+
+def cell_kernels(kernels: int, atomic_k: int, half: int) -> np.ndarray:
+    """Indices of the kernels whose MAC cell lies in CMAC_A (half 0) or CMAC_B (half 1)."""
+    cell = np.arange(kernels) % atomic_k
+    in_b = cell >= atomic_k // 2
+    return np.flatnonzero(in_b if half else ~in_b)
+
+
+def mac_layer(job: ConvJob, kernels: np.ndarray) -> np.ndarray:
+    """Exact sums of `kernels` of the job's layer."""
+    sums = np.empty((len(kernels), job.out_h, job.out_w), np.int64)
+    conv_lines(job.lines, np.ascontiguousarray(job.weights[kernels]), sums, job.kernel_w,
+               job.kernel_c, job.x_step, job.s_step, job.y_step, job.r_step)
+    return sums
+
+
+class _Cmac(Unit):
+    half = 0
+    channel_in = ""
+    channel_out = ""
+
+    def execute(self, view: GroupView) -> Generator:
+        require_direct_int8(self, view, ("PROC_PRECISION",))
+        job: ConvJob = yield from self.receive(self.channel_in)
+        kernels = cell_kernels(job.kernels, self.hw.atomic_k, self.half)
+        sums = mac_layer(job, kernels)
+        yield self.env.timeout(PIPELINE_CYCLES)
+        yield from self.send(self.channel_out, MacPartial(kernels, sums, job.kernels))
+
+
+class CmacA(_Cmac):
     block = "CMAC_A"
+    half = 0
+    channel_in = CHANNEL_CMAC_A
+    channel_out = CHANNEL_CACC_A
 
 
-class CmacB(Unit):
+class CmacB(_Cmac):
     block = "CMAC_B"
+    half = 1
+    channel_in = CHANNEL_CMAC_B
+    channel_out = CHANNEL_CACC_B

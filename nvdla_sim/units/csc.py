@@ -1,6 +1,228 @@
-"""CSC (stub: built by the convolution-pipeline work)."""
+"""CSC: sequences a convolution layer from CBUF to the two CMACs.
+
+It unpacks the weights from their CBUF order (kernel groups of ATOMIC_K, channel blocks of
+ATOMIC_C, kernel positions, kernels of the group, channels of the block) into (K, R, S*C), and
+turns the CBUF input into padded *lines* (see kernels/conv.pyx):
+  - feature input: rows of W x C elements; a kernel position outside the cube reads the CSC
+    ZERO_PADDING_VALUE low byte (as int8) in every channel below C; channels >= C are not fed;
+  - image input: the CDMA's pixel lines; the kernel is one column of the pre-extended
+    S*C_pixel channels starting at element ox * stride_x * C_pixel of line oy * stride_y + r -
+    PAD_TOP; lines above or below the image read the CSC pad value.
+The same job goes to CMAC_A and CMAC_B ("csc->cmac_a", "csc->cmac_b"), each computing its half of
+the kernel cells.  Output geometry is DATAOUT_SIZE (there is no right/bottom pad register).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Generator
+
+import numpy as np
+
+from ..errors import NvdlaSimError
+from ..regs import GroupView
 from .base import Unit
+from .cbuf import FEATURE, PIXEL
+from .cdma import (CHANNEL_CSC, DATAIN_FEATURE, WEIGHT_UNCOMPRESSED, CbufLoad, int8_low_byte,
+                   require_direct_int8, require_no_batch)
+
+CHANNEL_CMAC_A = "csc->cmac_a"
+CHANNEL_CMAC_B = "csc->cmac_b"
+
+
+@dataclass(frozen=True)
+class ConvJob:
+    """One layer as the CMACs compute it (arguments of kernels.conv.conv_lines)."""
+    lines: np.ndarray             # (rows, elements) int8, padding applied
+    weights: np.ndarray           # (K, R, kernel_w * kernel_c) int8
+    kernel_w: int
+    kernel_c: int
+    x_step: int                   # elements between output columns
+    s_step: int                   # elements between kernel columns
+    y_step: int                   # lines between output rows
+    r_step: int                   # lines between kernel rows
+    out_h: int
+    out_w: int
+
+    @property
+    def kernels(self) -> int:
+        return self.weights.shape[0]
+
+
+@dataclass(frozen=True)
+class ConvGeometry:
+    in_w: int
+    in_h: int
+    in_c: int
+    kernel_w: int                 # S
+    kernel_h: int                 # R
+    kernel_c: int
+    kernels: int                  # K
+    out_w: int
+    out_h: int
+    stride_x: int
+    stride_y: int
+    dilation_x: int
+    dilation_y: int
+    pad_left: int
+    pad_top: int
+    pad_value: int                # int8
+
+
+def decode_geometry(view: GroupView) -> ConvGeometry:
+    return ConvGeometry(
+        in_w=view.field("D_DATAIN_SIZE_EXT_0", "DATAIN_WIDTH_EXT") + 1,
+        in_h=view.field("D_DATAIN_SIZE_EXT_0", "DATAIN_HEIGHT_EXT") + 1,
+        in_c=view.field("D_DATAIN_SIZE_EXT_1", "DATAIN_CHANNEL_EXT") + 1,
+        kernel_w=view.field("D_WEIGHT_SIZE_EXT_0", "WEIGHT_WIDTH_EXT") + 1,
+        kernel_h=view.field("D_WEIGHT_SIZE_EXT_0", "WEIGHT_HEIGHT_EXT") + 1,
+        kernel_c=view.field("D_WEIGHT_SIZE_EXT_1", "WEIGHT_CHANNEL_EXT") + 1,
+        kernels=view.field("D_WEIGHT_SIZE_EXT_1", "WEIGHT_KERNEL") + 1,
+        out_w=view.field("D_DATAOUT_SIZE_0", "DATAOUT_WIDTH") + 1,
+        out_h=view.field("D_DATAOUT_SIZE_0", "DATAOUT_HEIGHT") + 1,
+        stride_x=view.field("D_CONV_STRIDE_EXT", "CONV_X_STRIDE_EXT") + 1,
+        stride_y=view.field("D_CONV_STRIDE_EXT", "CONV_Y_STRIDE_EXT") + 1,
+        dilation_x=view.field("D_DILATION_EXT", "X_DILATION_EXT") + 1,
+        dilation_y=view.field("D_DILATION_EXT", "Y_DILATION_EXT") + 1,
+        pad_left=view.field("D_ZERO_PADDING", "PAD_LEFT"),
+        pad_top=view.field("D_ZERO_PADDING", "PAD_TOP"),
+        pad_value=int8_low_byte(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE")),
+    )
+
+
+# -- weights -----------------------------------------------------------------------------------
+def weight_offsets(kernels: int, rows: int, cols: int, channels: int, atomic_c: int,
+                   atomic_k: int) -> np.ndarray:
+    """Byte offset of weight (k, r, s, c) in the CBUF/memory weight layout, shape (K, R, S, C).
+
+    Kernel groups of ATOMIC_K kernels (the last may be short); in a group, channel blocks of
+    ATOMIC_C (the last may be short); in a block, kernel positions r then s; at a position, the
+    group's kernels one after another, each with the block's channels."""
+    k = np.arange(kernels, dtype=np.int64)[:, None, None, None]
+    r = np.arange(rows, dtype=np.int64)[None, :, None, None]
+    s = np.arange(cols, dtype=np.int64)[None, None, :, None]
+    c = np.arange(channels, dtype=np.int64)[None, None, None, :]
+    group, cell = k // atomic_k, k % atomic_k
+    in_group = np.minimum(atomic_k, kernels - group * atomic_k)
+    block, lane = c // atomic_c, c % atomic_c
+    n_blocks = -(-channels // atomic_c)
+    block_width = np.where(block == n_blocks - 1, channels - (n_blocks - 1) * atomic_c, atomic_c)
+    positions = rows * cols
+    return (group * (positions * channels * atomic_k)
+            + block * (atomic_c * positions * in_group)
+            + (r * cols + s) * block_width * in_group
+            + cell * block_width + lane)
+
+
+def unpack_weights(raw: np.ndarray, kernels: int, rows: int, cols: int, channels: int,
+                   atomic_c: int, atomic_k: int) -> np.ndarray:
+    """(K, R, S, C) int8 weights from the raw CBUF bytes."""
+    offsets = weight_offsets(kernels, rows, cols, channels, atomic_c, atomic_k)
+    need = kernels * rows * cols * channels
+    if need > raw.size:
+        raise NvdlaSimError(f"CSC: {kernels} kernels of {rows}x{cols}x{channels} need {need} "
+                            f"weight bytes but CDMA loaded {raw.size} (WEIGHT_BYTES)")
+    return raw[offsets].view(np.int8)
+
+
+# -- input lines -------------------------------------------------------------------------------
+def _place(dst_len: int, offset: int, src_len: int) -> tuple[slice, slice]:
+    """Slices copying src[0:src_len] to dst[offset:offset+src_len], clipped to dst[0:dst_len]."""
+    lo, hi = max(0, offset), min(dst_len, offset + src_len)
+    if hi <= lo:
+        return slice(0, 0), slice(0, 0)
+    return slice(lo, hi), slice(lo - offset, hi - offset)
+
+
+def feature_lines(cube: np.ndarray, g: ConvGeometry) -> np.ndarray:
+    """Padded (rows, columns * C) lines covering every kernel position of the output."""
+    rows = (g.out_h - 1) * g.stride_y + (g.kernel_h - 1) * g.dilation_y + 1
+    cols = (g.out_w - 1) * g.stride_x + (g.kernel_w - 1) * g.dilation_x + 1
+    padded = np.full((rows, cols, g.in_c), g.pad_value, np.int8)
+    dy, sy = _place(rows, g.pad_top, g.in_h)
+    dx, sx = _place(cols, g.pad_left, g.in_w)
+    padded[dy, dx, :] = np.transpose(cube[:g.in_c, sy, sx], (1, 2, 0))
+    return padded.reshape(rows, cols * g.in_c)
+
+
+def pixel_lines(lines: np.ndarray, g: ConvGeometry, pixel_channels: int) -> np.ndarray:
+    """Image lines padded top/bottom with the CSC pad value; elements past a CBUF line (never
+    read by a consistent configuration) are 0."""
+    rows = (g.out_h - 1) * g.stride_y + g.kernel_h
+    elements = max(lines.shape[1],
+                   (g.out_w - 1) * g.stride_x * pixel_channels + g.kernel_c)
+    padded = np.full((rows, elements), g.pad_value, np.int8)
+    dy, sy = _place(rows, g.pad_top, lines.shape[0])
+    padded[dy, :] = 0
+    padded[dy, :lines.shape[1]] = lines[sy]
+    return padded
 
 
 class Csc(Unit):
     block = "CSC"
+
+    def execute(self, view: GroupView) -> Generator:
+        require_direct_int8(self, view, ("IN_PRECISION", "PROC_PRECISION"))
+        if view.field("D_WEIGHT_FORMAT", "WEIGHT_FORMAT") != WEIGHT_UNCOMPRESSED:
+            raise self.unsupported("WEIGHT_FORMAT=COMPRESSED (weight compression is not modelled)")
+        require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
+        if view.field("D_POST_Y_EXTENSION", "Y_EXTENSION"):
+            raise self.unsupported("POST_Y_EXTENSION (kernel rows packed into one atom) is not "
+                                   "modelled")
+        g = decode_geometry(view)
+        feature = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT") == DATAIN_FEATURE
+        out_channels = view.field("D_DATAOUT_SIZE_1", "DATAOUT_CHANNEL") + 1
+        if out_channels != g.kernels:
+            raise self.unsupported(f"DATAOUT_CHANNEL={out_channels} differs from WEIGHT_KERNEL="
+                                   f"{g.kernels}")
+
+        load: CbufLoad = yield from self.receive(CHANNEL_CSC)
+        expected = FEATURE if feature else PIXEL
+        if load.data.kind != expected:
+            raise NvdlaSimError(f"CSC: DATAIN_FORMAT is {expected} but the CDMA loaded "
+                                f"{load.data.kind} input")
+        job = self.feature_job(load, g) if feature else self.pixel_job(view, load, g)
+        yield self.env.timeout(self.sequence_cycles(g, feature))
+        yield from self.send(CHANNEL_CMAC_A, job)
+        yield from self.send(CHANNEL_CMAC_B, job)
+
+    def feature_job(self, load: CbufLoad, g: ConvGeometry) -> ConvJob:
+        cube = load.data.array
+        if (cube.shape[0] < g.in_c or cube.shape[1] != g.in_h or cube.shape[2] != g.in_w):
+            raise self.unsupported(
+                f"DATAIN_SIZE_EXT {g.in_w}x{g.in_h}x{g.in_c} differs from the cube the CDMA "
+                f"loaded ({cube.shape[2]}x{cube.shape[1]}, {cube.shape[0]} lanes)")
+        if g.kernel_c != g.in_c:
+            raise self.unsupported(f"WEIGHT_CHANNEL_EXT+1={g.kernel_c} differs from "
+                                   f"DATAIN_CHANNEL_EXT+1={g.in_c}")
+        w = unpack_weights(load.weights, g.kernels, g.kernel_h, g.kernel_w, g.kernel_c,
+                           self.hw.atomic_c, self.hw.atomic_k)
+        return ConvJob(feature_lines(cube, g), w.reshape(g.kernels, g.kernel_h, -1),
+                       kernel_w=g.kernel_w, kernel_c=g.in_c, x_step=g.stride_x * g.in_c,
+                       s_step=g.dilation_x * g.in_c, y_step=g.stride_y, r_step=g.dilation_y,
+                       out_h=g.out_h, out_w=g.out_w)
+
+    def pixel_job(self, view: GroupView, load: CbufLoad, g: ConvGeometry) -> ConvJob:
+        if g.kernel_w != 1:
+            raise NvdlaSimError(f"CSC: image input needs WEIGHT_WIDTH_EXT=0 (a pre-extended "
+                                f"kernel one column wide), got width {g.kernel_w}")
+        if g.in_c != load.data.pixel_channels:
+            raise self.unsupported(f"DATAIN_CHANNEL_EXT+1={g.in_c} differs from the "
+                                   f"{load.data.pixel_channels} elements per pixel in CBUF")
+        if load.data.array.shape[0] != g.in_h:
+            raise self.unsupported(f"DATAIN_HEIGHT_EXT+1={g.in_h} differs from the "
+                                   f"{load.data.array.shape[0]} image lines in CBUF")
+        w = unpack_weights(load.weights, g.kernels, g.kernel_h, 1, g.kernel_c,
+                           self.hw.atomic_c, self.hw.atomic_k)
+        return ConvJob(pixel_lines(load.data.array, g, g.in_c),
+                       w.reshape(g.kernels, g.kernel_h, g.kernel_c),
+                       kernel_w=1, kernel_c=g.kernel_c, x_step=g.stride_x * g.in_c,
+                       s_step=g.kernel_c, y_step=g.stride_y, r_step=1,
+                       out_h=g.out_h, out_w=g.out_w)
+
+    # -- timing (crude; kept apart from the arithmetic) ----------------------------------------
+    def sequence_cycles(self, g: ConvGeometry, feature: bool) -> int:
+        """One atomic operation (ATOMIC_C channels x ATOMIC_K kernels at one output) per cycle."""
+        groups = -(-g.kernels // self.hw.atomic_k)
+        blocks = -(-g.kernel_c // self.hw.atomic_c)
+        positions = g.kernel_h * (g.kernel_w if feature else 1)
+        return groups * g.out_h * g.out_w * blocks * positions

@@ -1,0 +1,161 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+# cython: initializedcheck=False
+"""Convolution-pipeline arithmetic (INT8): CDMA input converters, the CMAC multiply-accumulate of a
+whole layer, and the CACC output stage.
+
+Convolution works on *lines*: rows of int8 elements the CSC has already padded (padding positions
+hold the CSC pad value, channels beyond the kernel's are absent).  Output (k, oy, ox) sums, over
+kernel rows r and kernel columns s, the dot product of `kernel_c` elements starting at
+
+    lines[oy * y_step + r * r_step, ox * x_step + s * s_step]
+
+with weights[k, r, s * kernel_c : (s + 1) * kernel_c].  Direct convolution uses lines of
+(width x channels) elements (x_step = stride_x * C, s_step = dilation_x * C); image input uses the
+CDMA's pixel lines with a kernel one column wide whose channel count is the pre-extended
+S * C_pixel (x_step = stride_x * C_pixel).
+
+Exactness: each product is at most 2^14 in magnitude, so an int32 sum of up to 2^16 products is
+exact; dot products are cut into such chunks and added in int64.  A CACC sum (C <= 8192 channels,
+R, S <= 32) stays below 2^37, far from the 48-bit accumulator limit, so the hardware's saturating
+48-bit accumulation in its own order gives the same value as this exact int64 sum; the CACC stage
+below still applies the 48-bit saturation for form's sake.
+"""
+from libc.stdint cimport int32_t, int64_t
+from .fixedpoint cimport saturate, shift_right_round
+
+cdef enum:
+    DOT_CHUNK = 65536            # products per exact int32 partial sum (65536 * 2^14 = 2^30)
+    ACCUMULATOR_BITS = 48        # CACC assembly accumulator
+    DELIVERY_BITS = 32           # CACC -> SDP values
+    INT8_BITS = 8
+
+
+cdef inline int64_t dot_int8(const signed char* a, const signed char* b, Py_ssize_t n) noexcept nogil:
+    cdef int64_t total = 0
+    cdef int32_t part
+    cdef Py_ssize_t i, start = 0, stop
+    while start < n:
+        stop = start + DOT_CHUNK if n - start > DOT_CHUNK else n
+        part = 0
+        for i in range(start, stop):
+            part += <int32_t>a[i] * <int32_t>b[i]
+        total += part
+        start = stop
+    return total
+
+
+def conv_lines(const signed char[:, ::1] lines, const signed char[:, :, ::1] weights,
+               int64_t[:, :, ::1] out, int kernel_w, int kernel_c, int x_step, int s_step,
+               int y_step, int r_step):
+    """Exact sums of one layer into `out` (K, OH, OW); `weights` is (K, R, kernel_w * kernel_c)."""
+    cdef Py_ssize_t n_k = weights.shape[0], n_r = weights.shape[1], span = weights.shape[2]
+    cdef Py_ssize_t out_h = out.shape[1], out_w = out.shape[2]
+    cdef Py_ssize_t k, r, s, oy, ox, base
+    cdef int64_t acc
+    cdef const signed char* row
+    cdef const signed char* w
+    cdef bint contiguous = s_step == kernel_c
+    if out.shape[0] != n_k:
+        raise ValueError("conv_lines: output and weight kernel counts differ")
+    if span != <Py_ssize_t>kernel_w * kernel_c:
+        raise ValueError("conv_lines: weight rows must hold kernel_w * kernel_c elements")
+    if n_k == 0 or out_h == 0 or out_w == 0:
+        return
+    if n_r == 0 or span == 0:
+        out[:, :, :] = 0
+        return
+    if (out_h - 1) * y_step + (n_r - 1) * r_step >= lines.shape[0] or \
+            (out_w - 1) * x_step + (kernel_w - 1) * s_step + kernel_c > lines.shape[1]:
+        raise ValueError("conv_lines: the lines do not cover every kernel position")
+    with nogil:
+        for oy in range(out_h):
+            for ox in range(out_w):
+                base = ox * x_step
+                for k in range(n_k):
+                    acc = 0
+                    for r in range(n_r):
+                        row = &lines[oy * y_step + r * r_step, base]
+                        w = &weights[k, r, 0]
+                        if contiguous:
+                            acc += dot_int8(row, w, span)
+                        else:
+                            for s in range(kernel_w):
+                                acc += dot_int8(row + s * s_step, w + s * kernel_c, kernel_c)
+                    out[k, oy, ox] = acc
+
+
+def accumulator_output(const int64_t[:, :, ::1] acc, int32_t[:, :, ::1] out, int clip_truncate):
+    """CACC delivery: sat48 accumulator, round half away from zero by CLIP_TRUNCATE bits, sat32.
+    Returns how many outputs saturated to 32 bits (D_OUT_SATURATION)."""
+    cdef Py_ssize_t n_k = acc.shape[0], h = acc.shape[1], w = acc.shape[2]
+    cdef Py_ssize_t k, y, x
+    cdef int64_t v, sat
+    cdef int64_t saturated = 0
+    if out.shape[0] < n_k or out.shape[1] != h or out.shape[2] != w:
+        raise ValueError("accumulator_output: output cube too small")
+    with nogil:
+        for k in range(n_k):
+            for y in range(h):
+                for x in range(w):
+                    v = shift_right_round(saturate(acc[k, y, x], ACCUMULATOR_BITS), clip_truncate)
+                    sat = saturate(v, DELIVERY_BITS)
+                    if sat != v:
+                        saturated += 1
+                    out[k, y, x] = <int32_t>sat
+    return saturated
+
+
+def convert_feature_int8(const signed char[:, :, ::1] cube, signed char[:, :, ::1] out,
+                         int64_t offset, int64_t scale, int truncate):
+    """CDMA feature-input converter: sat8(round((x - offset) * scale / 2^truncate))."""
+    cdef Py_ssize_t c, y, x
+    if out.shape[0] != cube.shape[0] or out.shape[1] != cube.shape[1] or \
+            out.shape[2] != cube.shape[2]:
+        raise ValueError("convert_feature_int8: shapes differ")
+    with nogil:
+        for c in range(cube.shape[0]):
+            for y in range(cube.shape[1]):
+                for x in range(cube.shape[2]):
+                    out[c, y, x] = <signed char>saturate(
+                        shift_right_round((cube[c, y, x] - offset) * scale, truncate), INT8_BITS)
+
+
+def convert_pixels_int8(const unsigned char[:, :, ::1] pixels, signed char[:, :, ::1] out,
+                        const int64_t[::1] means, int64_t scale, int truncate, bint signed_input):
+    """CDMA image-input converter on (H, W, elements) bytes already in R,G,B,A order:
+    sat8(round((p - mean[element]) * scale / 2^truncate)); p unsigned unless `signed_input`."""
+    cdef Py_ssize_t y, x, e
+    cdef int64_t p
+    if out.shape[0] != pixels.shape[0] or out.shape[1] != pixels.shape[1] or \
+            out.shape[2] != pixels.shape[2]:
+        raise ValueError("convert_pixels_int8: shapes differ")
+    if means.shape[0] < pixels.shape[2]:
+        raise ValueError("convert_pixels_int8: one mean per element needed")
+    with nogil:
+        for y in range(pixels.shape[0]):
+            for x in range(pixels.shape[1]):
+                for e in range(pixels.shape[2]):
+                    p = pixels[y, x, e]
+                    if signed_input and p >= 128:
+                        p -= 256
+                    out[y, x, e] = <signed char>saturate(
+                        shift_right_round((p - means[e]) * scale, truncate), INT8_BITS)
+
+
+def benchmark_direct_conv(data, weights, int atomic_c, int atomic_k):
+    """Direct convolution as the pipeline runs it (stride 1, no padding): `data` (C, H, W) int8,
+    `weights` (K, C, R, S) int8; the kernels are split between the two CMAC halves of each
+    ATOMIC_K group.  Returns the (K, OH, OW) int64 sums.  (`atomic_c` only documents the
+    configuration: the sums do not depend on how channels are blocked.)"""
+    import numpy as np
+    c, h, w = data.shape
+    k, _, r, s = weights.shape
+    lines = np.ascontiguousarray(np.transpose(data, (1, 2, 0))).reshape(h, w * c)
+    wt = np.ascontiguousarray(np.transpose(weights, (0, 2, 3, 1))).reshape(k, r, s * c)
+    out = np.empty((k, h - r + 1, w - s + 1), np.int64)
+    cell = np.arange(k) % atomic_k
+    for half in (cell < atomic_k // 2, cell >= atomic_k // 2):
+        part = np.empty((int(half.sum()), out.shape[1], out.shape[2]), np.int64)
+        conv_lines(lines, np.ascontiguousarray(wt[half]), part, s, c, c, c, 1, 1)
+        out[half] = part
+    return out
