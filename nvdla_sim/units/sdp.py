@@ -1,11 +1,413 @@
-"""SDP and SDP_RDMA (stub)."""
+"""SDP (single data point processor) and SDP_RDMA (its input and operand DMA).
+
+SDP takes an int32 cube either on the fly from CACC ("cacc->sdp", D_FEATURE_MODE_CFG.FLYING_MODE
+= ON) or from SDP_RDMA, which reads the int8 cube from memory.  SDP_RDMA also reads the BS / BN /
+EW operand arrays its BRDMA / NRDMA / ERDMA are enabled for; it hands the input and the operands
+to SDP in one payload on "sdp_rdma->sdp".  SDP waits for SDP_RDMA only when it needs something
+from memory (its input, or an operand a stage takes from MEM).  The result goes to memory as int8
+at the DST address, or to PDP on "sdp->pdp" (OUTPUT_DST = PDP; nothing is written); in EW EQL mode
+nothing is written either and D_STATUS.STATUS_UNEQUAL records whether some result was not 0.
+
+The arithmetic is the kernel `kernels/sdp.pyx`; `sdp_compute` runs it for a register group and
+is usable without the engine.  The LUT tables (LE 65, LO 257 int16 entries) are single, shared by
+both register groups, and loaded through S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Generator
+
+import numpy as np
+
+from ..kernels.sdp import ALGO_EQL, LE_ENTRIES, LO_ENTRIES, sdp_int8
+from ..layout import read_cube, surfaces, write_cube
+from ..regs import GroupView
+from ..regs.regmap import UnitDef
 from .base import Unit
 
+CHANNEL_RDMA = "sdp_rdma->sdp"
+CHANNEL_CACC = "cacc->sdp"
+CHANNEL_PDP = "sdp->pdp"
 
+PRECISION_INT8 = 0
+FLYING_ON = 1                  # SDP / SDP_RDMA FLYING_MODE: 1 = input from CACC
+OUTPUT_DST_PDP = 1
+SRC_MEM = 1
+DATA_USE_MUL, DATA_USE_ALU, DATA_USE_BOTH = 0, 1, 2
+DATA_MODE_PER_ELEMENT = 1
+LUT_TABLE_LO = 1
+LUT_ACCESS_WRITE = 1
+PRECISIONS = {0: "INT8", 1: "INT16", 2: "FP16"}
+
+STAGES = ("BS", "BN", "EW")
+# The operand DMA of each stage (D_<DMA>_CFG); its address registers are D_<stage>_*
+STAGE_DMA = {"BS": "BRDMA", "BN": "NRDMA", "EW": "ERDMA"}
+
+
+# -- the LUT tables ----------------------------------------------------------------------------
+def _field_of(unit: UnitDef, reg: str, name: str, word: int) -> int:
+    f = unit.regs[reg].fields[name]
+    return (word & f.mask) >> f.lo
+
+
+class SdpLut:
+    """LE and LO tables and their access pointer.  Each S_LUT_ACCESS_DATA write in write mode
+    stores an int16 entry and advances the address, which stops at the last entry."""
+
+    def __init__(self, definition: UnitDef):
+        self._def = definition
+        self.le = np.zeros(LE_ENTRIES, np.int64)
+        self.lo = np.zeros(LO_ENTRIES, np.int64)
+        self.table_lo = False
+        self.address = 0
+        self.write_mode = False
+
+    def on_access_cfg(self, value: int, group: int = 0) -> None:
+        cfg = "S_LUT_ACCESS_CFG"
+        self.table_lo = _field_of(self._def, cfg, "LUT_TABLE_ID", value) == LUT_TABLE_LO
+        self.address = _field_of(self._def, cfg, "LUT_ADDR", value)
+        self.write_mode = _field_of(self._def, cfg, "LUT_ACCESS_TYPE", value) == LUT_ACCESS_WRITE
+
+    def on_access_data(self, value: int, group: int = 0) -> None:
+        if not self.write_mode:
+            return
+        table = self.lo if self.table_lo else self.le
+        if self.address < len(table):
+            raw = value & 0xFFFF
+            table[self.address] = raw - 0x10000 if raw & 0x8000 else raw
+        if self.address < len(table) - 1:
+            self.address += 1
+
+
+# -- operands ----------------------------------------------------------------------------------
+@dataclass
+class StageOperands:
+    """Memory operands of one stage as SDP_RDMA delivered them: int16 arrays, per kernel
+    (lanes,) or per element (lanes, H, W); None where the DMA's DATA_USE does not supply one."""
+    alu: np.ndarray | None = None
+    mul: np.ndarray | None = None
+
+
+@dataclass
+class RdmaPayload:
+    input: np.ndarray | None = None                    # int8 (lanes, H, W), or None when flying
+    operands: dict[str, StageOperands] = field(default_factory=dict)   # "BS" / "BN" / "EW"
+
+
+def memory_operands(view: GroupView) -> dict[str, tuple[str, ...]]:
+    """Which operands ("alu", "mul") each stage takes from memory under these SDP registers."""
+    needed: dict[str, tuple[str, ...]] = {}
+    for stage in STAGES:
+        cfg = f"D_DP_{stage}_CFG"
+        if view.field(cfg, f"{stage}_BYPASS"):
+            continue
+        kinds = tuple(kind for kind in ("alu", "mul")
+                      if not view.field(cfg, f"{stage}_{kind.upper()}_BYPASS")
+                      and view.field(f"D_DP_{stage}_{kind.upper()}_CFG",
+                                     f"{stage}_{kind.upper()}_SRC") == SRC_MEM)
+        if kinds:
+            needed[stage] = kinds
+    return needed
+
+
+# -- register decoding -------------------------------------------------------------------------
+def _x_stage(view: GroupView, stage: str) -> dict:
+    cfg = f"D_DP_{stage}_CFG"
+    return {
+        "bypass": view.field(cfg, f"{stage}_BYPASS"),
+        "alu_bypass": view.field(cfg, f"{stage}_ALU_BYPASS"),
+        "alu_algo": view.field(cfg, f"{stage}_ALU_ALGO"),
+        "alu_shift": view.field(f"D_DP_{stage}_ALU_CFG", f"{stage}_ALU_SHIFT_VALUE") & 63,
+        "mul_bypass": view.field(cfg, f"{stage}_MUL_BYPASS"),
+        "mul_prelu": view.field(cfg, f"{stage}_MUL_PRELU"),
+        # The 8-bit field is 6 bits wide in the datapath.
+        "mul_shift": view.field(f"D_DP_{stage}_MUL_CFG", f"{stage}_MUL_SHIFT_VALUE") & 63,
+        "relu_bypass": view.field(cfg, f"{stage}_RELU_BYPASS"),
+    }
+
+
+def _y_stage(view: GroupView) -> dict:
+    cfg = "D_DP_EW_CFG"
+    out = {
+        "bypass": view.field(cfg, "EW_BYPASS"),
+        "alu_bypass": view.field(cfg, "EW_ALU_BYPASS"),
+        "alu_algo": view.field(cfg, "EW_ALU_ALGO"),
+        "mul_bypass": view.field(cfg, "EW_MUL_BYPASS"),
+        "mul_prelu": view.field(cfg, "EW_MUL_PRELU"),
+        "truncate": view.field("D_DP_EW_TRUNCATE_VALUE", "EW_TRUNCATE"),
+        "lut_bypass": view.field(cfg, "EW_LUT_BYPASS"),
+    }
+    for kind in ("ALU", "MUL"):
+        # Only memory operands pass the converter; register operands are 32-bit values as is.
+        out[f"{kind.lower()}_cvt"] = (
+            view.field(f"D_DP_EW_{kind}_CFG", f"EW_{kind}_SRC") == SRC_MEM
+            and not view.field(f"D_DP_EW_{kind}_CFG", f"EW_{kind}_CVT_BYPASS"))
+        out[f"{kind.lower()}_cvt_offset"] = view.sfield(f"D_DP_EW_{kind}_CVT_OFFSET_VALUE",
+                                                        f"EW_{kind}_CVT_OFFSET")
+        out[f"{kind.lower()}_cvt_scale"] = view.sfield(f"D_DP_EW_{kind}_CVT_SCALE_VALUE",
+                                                       f"EW_{kind}_CVT_SCALE")
+        out[f"{kind.lower()}_cvt_truncate"] = view.field(f"D_DP_EW_{kind}_CVT_TRUNCATE_VALUE",
+                                                         f"EW_{kind}_CVT_TRUNCATE")
+    return out
+
+
+def _lut_table(view: GroupView, name: str) -> dict:
+    """LE or LO range, index and slope registers."""
+    scale, shift = f"S_LUT_{name}_SLOPE_SCALE", f"S_LUT_{name}_SLOPE_SHIFT"
+    return {
+        "exponent": name == "LE" and view.field("S_LUT_CFG", "LUT_LE_FUNCTION") == 0,
+        "index_offset": view.sfield("S_LUT_INFO", "LUT_LE_INDEX_OFFSET"),
+        "index_select": view.sfield("S_LUT_INFO", f"LUT_{name}_INDEX_SELECT"),
+        "start": view.sfield(f"S_LUT_{name}_START", f"LUT_{name}_START"),
+        "end": view.sfield(f"S_LUT_{name}_END", f"LUT_{name}_END"),
+        "uflow_scale": view.sfield(scale, f"LUT_{name}_SLOPE_UFLOW_SCALE"),
+        "uflow_shift": view.sfield(shift, f"LUT_{name}_SLOPE_UFLOW_SHIFT"),
+        "oflow_scale": view.sfield(scale, f"LUT_{name}_SLOPE_OFLOW_SCALE"),
+        "oflow_shift": view.sfield(shift, f"LUT_{name}_SLOPE_OFLOW_SHIFT"),
+    }
+
+
+def is_eql_mode(view: GroupView) -> bool:
+    return (not view.field("D_DP_EW_CFG", "EW_BYPASS")
+            and not view.field("D_DP_EW_CFG", "EW_ALU_BYPASS")
+            and view.field("D_DP_EW_CFG", "EW_ALU_ALGO") == ALGO_EQL)
+
+
+def datapath_config(view: GroupView) -> dict:
+    """The kernel configuration (kernels/sdp.pyx structs) of an SDP register group."""
+    return {
+        "x1": _x_stage(view, "BS"),
+        "x2": _x_stage(view, "BN"),
+        "y": _y_stage(view),
+        "le": _lut_table(view, "LE"),
+        "lo": _lut_table(view, "LO"),
+        "priority": {
+            "uflow_lo": view.field("S_LUT_CFG", "LUT_UFLOW_PRIORITY"),
+            "oflow_lo": view.field("S_LUT_CFG", "LUT_OFLOW_PRIORITY"),
+            "hybrid_lo": view.field("S_LUT_CFG", "LUT_HYBRID_PRIORITY"),
+        },
+        "c": {
+            "offset": view.sfield("D_CVT_OFFSET", "CVT_OFFSET"),
+            "scale": view.sfield("D_CVT_SCALE", "CVT_SCALE"),
+            "shift": view.field("D_CVT_SHIFT", "CVT_SHIFT"),
+            "eql": is_eql_mode(view),
+        },
+    }
+
+
+def _register_operand(view: GroupView, stage: str, kind: str) -> int:
+    reg = f"D_DP_{stage}_{kind.upper()}_SRC_VALUE"
+    return view.sfield(reg, f"{stage}_{kind.upper()}_OPERAND")
+
+
+def operand_arrays(view: GroupView, shape: tuple[int, int, int],
+                   operands: dict[str, StageOperands]) -> list[np.ndarray]:
+    """The six int32 operand arrays of the kernel (x1 alu/mul, x2 alu/mul, y alu/mul), each
+    broadcast to `shape`: the memory operand where the stage takes one, else the register."""
+    needed = memory_operands(view)
+    arrays = []
+    for stage in STAGES:
+        for kind in ("alu", "mul"):
+            if kind in needed.get(stage, ()):
+                data = getattr(operands.get(stage, StageOperands()), kind)
+                if data is None:
+                    raise ValueError(f"SDP {stage} takes its {kind.upper()} operand from memory "
+                                     "but SDP_RDMA did not read one")
+                data = np.asarray(data, np.int32)
+                if data.ndim == 1:
+                    data = data[:, None, None]
+                if data.shape[0] != shape[0] or data.ndim != 3 or \
+                        not all(d in (1, s) for d, s in zip(data.shape, shape)):
+                    raise ValueError(f"SDP {stage} {kind.upper()} operand {data.shape} does not "
+                                     f"fit the cube {shape}")
+                arrays.append(np.broadcast_to(data, shape))
+            else:
+                arrays.append(np.broadcast_to(np.int32(_register_operand(view, stage, kind)),
+                                              shape))
+    return arrays
+
+
+@dataclass
+class SdpResult:
+    output: np.ndarray               # int8 (lanes, H, W); zeros in EQL mode
+    counters: dict[str, int]
+
+
+def sdp_compute(view: GroupView, x: np.ndarray, operands: dict[str, StageOperands] | None = None,
+                lut: SdpLut | None = None) -> SdpResult:
+    """Run the SDP datapath of register group `view` over the int32 (or int8) cube `x`
+    (lanes, H, W) with the memory operands `operands` and the LUT tables `lut` (zeros if None).
+    A compiler can use it as the reference of what the hardware computes for a layer."""
+    x = np.ascontiguousarray(x, np.int32)
+    le = np.zeros(LE_ENTRIES, np.int64) if lut is None else np.ascontiguousarray(lut.le, np.int64)
+    lo = np.zeros(LO_ENTRIES, np.int64) if lut is None else np.ascontiguousarray(lut.lo, np.int64)
+    ops = operand_arrays(view, x.shape, operands or {})
+    out = np.empty(x.shape, np.int8)
+    counters = sdp_int8(x, *ops, le, lo, datapath_config(view), out)
+    return SdpResult(out, counters)
+
+
+# -- checks shared by SDP_RDMA and SDP ---------------------------------------------------------
+def check_modelled(unit: Unit, view: GroupView, precision_reg: str,
+                   precision_fields: tuple[str, ...]) -> None:
+    """Only the INT8 direct (non-Winograd, single-batch) datapath is modelled."""
+    for fld in precision_fields:
+        value = view.field(precision_reg, fld)
+        if value != PRECISION_INT8:
+            raise unit.unsupported(f"{fld}={value} ({PRECISIONS.get(value, 'reserved')}); "
+                                   "only INT8 is modelled")
+    if view.field("D_FEATURE_MODE_CFG", "WINOGRAD"):
+        raise unit.unsupported("Winograd output layout is not modelled")
+    if view.field("D_FEATURE_MODE_CFG", "BATCH_NUMBER"):
+        raise unit.unsupported("batch mode is not modelled")
+
+
+def cube_dims(view: GroupView) -> tuple[int, int, int]:
+    """(width, height, channels) of the SDP / SDP_RDMA data cube."""
+    return (view.field("D_DATA_CUBE_WIDTH", "WIDTH") + 1,
+            view.field("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1,
+            view.field("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1)
+
+
+# -- SDP_RDMA ----------------------------------------------------------------------------------
 class SdpRdma(Unit):
     block = "SDP_RDMA"
 
+    def execute(self, view: GroupView) -> Generator:
+        check_modelled(self, view, "D_FEATURE_MODE_CFG", ("IN_PRECISION", "PROC_PRECISION"))
+        atom = self.hw.memory_atomic_bytes
+        width, height, channels = cube_dims(view)
+        payload = RdmaPayload()
+        transfers: list[tuple[int, int]] = []           # (bytes, ram_type)
+        if view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") != FLYING_ON:
+            ram_type = view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE")
+            line_stride = view.word("D_SRC_LINE_STRIDE")
+            surf_stride = view.word("D_SRC_SURFACE_STRIDE")
+            if width == 1 and height == 1:
+                line_stride = surf_stride = atom        # a 1x1 cube is read as packed surfaces
+            payload.input = read_cube(self.engine.memory.space(ram_type),
+                                      view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
+                                      width, height, channels, line_stride, surf_stride, atom)
+            transfers.append((payload.input.size, ram_type))
+        for stage in STAGES:
+            dma = STAGE_DMA[stage]
+            if view.field(f"D_{dma}_CFG", f"{dma}_DISABLE"):
+                continue
+            payload.operands[stage], nbytes, ram_type = self.read_operands(view, stage)
+            transfers.append((nbytes, ram_type))
+        if not transfers:
+            return                                      # nothing to fetch for SDP
+        for nbytes, ram_type in transfers:
+            yield from self.dma("read", nbytes, ram_type)
+        yield from self.send(CHANNEL_RDMA, payload)
 
+    def read_operands(self, view: GroupView, stage: str) -> tuple[StageOperands, int, int]:
+        """Read the operand array(s) of one stage; returns them, the bytes read, the RAM type."""
+        dma = STAGE_DMA[stage]
+        cfg = f"D_{dma}_CFG"
+        use = view.field(cfg, f"{dma}_DATA_USE")
+        if use not in (DATA_USE_MUL, DATA_USE_ALU, DATA_USE_BOTH):
+            raise self.unsupported(f"{dma}_DATA_USE={use} is reserved")
+        size = 2 if view.field(cfg, f"{dma}_DATA_SIZE") else 1
+        ram_type = view.field(cfg, f"{dma}_RAM_TYPE")
+        components = 2 if use == DATA_USE_BOTH else 1
+        element = {1: np.int8, 2: np.int16, 4: np.int32}[size * components]
+        component = np.int8 if size == 1 else np.int16
+        atom = self.hw.memory_atomic_bytes
+        width, height, channels = cube_dims(view)
+        lanes = surfaces(channels, atom) * atom
+        space = self.engine.memory.space(ram_type)
+        base = view.addr(f"D_{stage}_BASE_ADDR_LOW", f"D_{stage}_BASE_ADDR_HIGH")
+        if view.field(cfg, f"{dma}_DATA_MODE") == DATA_MODE_PER_ELEMENT:
+            cube = read_cube(space, base, width, height, channels,
+                             view.word(f"D_{stage}_LINE_STRIDE"),
+                             view.word(f"D_{stage}_SURFACE_STRIDE"), atom, element)
+            # Both components of an element are adjacent: ALU first, then MUL.
+            parts = np.ascontiguousarray(cube).view(component).reshape(lanes, height, width,
+                                                                       components)
+        else:
+            # One value per channel, all surfaces back to back from the base address.
+            raw = space.read(base, lanes * size * components)
+            parts = raw.view(component).reshape(lanes, components)
+        parts = parts.astype(np.int16)
+        split = {DATA_USE_ALU: ("alu",), DATA_USE_MUL: ("mul",), DATA_USE_BOTH: ("alu", "mul")}[use]
+        operands = StageOperands(**{kind: np.ascontiguousarray(parts[..., i])
+                                    for i, kind in enumerate(split)})
+        return operands, parts.size * size, ram_type
+
+
+# -- SDP ---------------------------------------------------------------------------------------
 class Sdp(Unit):
     block = "SDP"
     interrupt = "SDP"
+
+    def __init__(self, engine):
+        super().__init__(engine)
+        definition = self.regs.definition
+        self.lut = SdpLut(definition)
+        self.regs.write_hooks[definition.regs["S_LUT_ACCESS_CFG"].offset] = self.lut.on_access_cfg
+        self.regs.write_hooks[definition.regs["S_LUT_ACCESS_DATA"].offset] = self.lut.on_access_data
+
+    def execute(self, view: GroupView) -> Generator:
+        check_modelled(self, view, "D_DATA_FORMAT", ("PROC_PRECISION", "OUT_PRECISION"))
+        atom = self.hw.memory_atomic_bytes
+        width, height, channels = cube_dims(view)
+        shape = (surfaces(channels, atom) * atom, height, width)
+        flying = view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") == FLYING_ON
+        needed = memory_operands(view)
+
+        rdma = RdmaPayload()
+        if not flying or needed:
+            rdma = yield from self.receive(CHANNEL_RDMA)
+        if flying:
+            x = yield from self.receive(CHANNEL_CACC)
+            source = "CACC"
+        else:
+            x, source = rdma.input, "SDP_RDMA"
+        if x is None or tuple(x.shape) != shape:
+            got = "nothing" if x is None else f"a {x.shape} cube"
+            raise self.unsupported(f"{source} delivered {got}; the SDP registers describe "
+                                   f"{shape[0]} lanes x {height} x {width}")
+        try:
+            result = sdp_compute(view, x, rdma.operands, self.lut)
+        except ValueError as exc:
+            raise self.unsupported(str(exc)) from None
+        self.record_counters(view, result.counters)
+        yield self.env.timeout(self.compute_cycles(shape))
+
+        if is_eql_mode(view):
+            return                                      # EQL mode only compares
+        if view.field("D_FEATURE_MODE_CFG", "OUTPUT_DST") == OUTPUT_DST_PDP:
+            yield from self.send(CHANNEL_PDP, result.output)
+            return
+        ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
+        line_stride = view.word("D_DST_LINE_STRIDE")
+        surf_stride = view.word("D_DST_SURFACE_STRIDE")
+        if width == 1 and height == 1:
+            line_stride = surf_stride = atom            # a 1x1 cube is written as packed surfaces
+        write_cube(self.engine.memory.space(ram_type),
+                   view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), result.output,
+                   line_stride, surf_stride, atom)
+        yield from self.dma("write", result.output.size, ram_type)
+
+    def record_counters(self, view: GroupView, counters: dict) -> None:
+        """Status and performance registers the C model updates at the end of a layer."""
+        group = view.group
+        if is_eql_mode(view):
+            self.regs.set_word("D_STATUS", int(bool(counters["unequal"])), group)
+        lut_on = not view.field("D_DP_EW_CFG", "EW_BYPASS") \
+            and not view.field("D_DP_EW_CFG", "EW_LUT_BYPASS")
+        if view.field("D_PERF_ENABLE", "PERF_LUT_EN") and lut_on:
+            for reg, key in (("D_PERF_LUT_UFLOW", "lut_uflow"), ("D_PERF_LUT_OFLOW", "lut_oflow"),
+                             ("D_PERF_LUT_HYBRID", "lut_hybrid"),
+                             ("D_PERF_LUT_LE_HIT", "lut_le_hit"),
+                             ("D_PERF_LUT_LO_HIT", "lut_lo_hit")):
+                self.regs.set_word(reg, counters[key], group)
+        if view.field("D_PERF_ENABLE", "PERF_SAT_EN"):
+            self.regs.set_word("D_PERF_OUT_SATURATION", counters["out_saturation"], group)
+
+    # -- timing (crude; kept apart from the arithmetic) ----------------------------------------
+    def compute_cycles(self, shape: tuple[int, int, int]) -> int:
+        """Every element passes the datapath once, at the BS throughput (elements per cycle)."""
+        elements = shape[0] * shape[1] * shape[2]
+        return -(-elements // max(1, self.hw.sdp.bs_throughput))

@@ -1,0 +1,363 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""SDP datapath of one INT8 hardware layer: X1 (BS) -> X2 (BN) -> Y (EW, with LUT) -> C.
+
+Every element of the (lanes, H, W) int32 input cube, padding lanes included, goes through
+(NVDLA reference map 5.6, 5.7; widths from the C model's HLS types):
+
+X1 / X2 (skipped when BYPASS):
+  ALU   op' = sat32(op16 << ALU_SHIFT); MAX / MIN / SUM (EQL sums too) into 33 bits, no saturation
+  MUL   v * op16 into 49 bits; with PRELU a non-negative input passes unchanged instead
+  TRT   sat32(round(v / 2^MUL_SHIFT)), also when MUL is bypassed; a PReLU pass-through keeps
+        the low 32 bits instead (wraps)
+  RELU  max(v, 0)
+Y (skipped when BYPASS), MUL before ALU:
+  operand converters (memory operands only, unless CVT_BYPASS):
+        sat32(round((op16 - CVT_OFFSET32) * CVT_SCALE16 / 2^CVT_TRUNCATE))
+  MUL   sat32(round(v * op32 / 2^EW_TRUNCATE)); PReLU passes non-negative inputs
+  ALU   sat32(MAX / MIN / SUM), or EQL: 0 when equal else 1
+  LUT   LE (65 entries, exponent or linear index) and LO (257, linear) lookups, one result chosen
+        by the underflow / overflow / hybrid priorities; a hit interpolates two entries with a
+        35-bit fraction, a miss extrapolates from the end entry with the slope registers
+C:      sat8(sat17(round((v - CVT_OFFSET32) * CVT_SCALE16 / 2^CVT_SHIFT)))
+All rounding is half away from zero (fixedpoint.pxd).
+"""
+from libc.stdint cimport int32_t, int64_t, uint64_t
+from .fixedpoint cimport saturate, shift_left_sat, shift_right_round, signed_shift_round, wrap
+
+cdef enum:
+    ALU_MAX = 0
+    ALU_MIN = 1
+    ALU_SUM = 2
+    ALU_EQL = 3
+    DATA_BITS = 32               # X/Y datapath width
+    C_TRUNCATED_BITS = 17        # C converter: rounded result saturates to 17 bits first
+    OUT_BITS = 8
+    EQL_OUT_BITS = 16            # EQL mode: the C stage passes its input on as 16 bits
+    FRACTION_BITS = 35           # LUT interpolation fraction (Q0.35)
+    INDEX_LIMIT = 511            # linear LUT indices saturate to 9 bits
+    LE_LAST = 64                 # LE table: entries 0..64
+    LO_LAST = 256                # LO table: entries 0..256
+
+cdef enum Flow:
+    HIT = 0
+    UNDERFLOW = 1
+    OVERFLOW = 2
+
+cdef uint64_t FRACTION_MASK = (<uint64_t>1 << FRACTION_BITS) - 1
+
+LE_ENTRIES = LE_LAST + 1
+LO_ENTRIES = LO_LAST + 1
+# ALU_ALGO register encodings, for the unit module
+ALGO_MAX = ALU_MAX
+ALGO_MIN = ALU_MIN
+ALGO_SUM = ALU_SUM
+ALGO_EQL = ALU_EQL
+
+
+cdef struct XStage:
+    bint bypass
+    bint alu_bypass
+    int alu_algo
+    int alu_shift                # 0..63
+    bint mul_bypass
+    bint mul_prelu
+    int mul_shift                # 0..63 (the low 6 bits of MUL_SHIFT_VALUE)
+    bint relu_bypass
+
+
+cdef struct YStage:
+    bint bypass
+    bint alu_bypass
+    int alu_algo
+    bint mul_bypass
+    bint mul_prelu
+    int truncate                 # EW_TRUNCATE, 0..1023
+    bint lut_bypass
+    bint alu_cvt                 # convert the ALU operand (memory operand, CVT not bypassed)
+    int64_t alu_cvt_offset
+    int64_t alu_cvt_scale
+    int alu_cvt_truncate
+    bint mul_cvt
+    int64_t mul_cvt_offset
+    int64_t mul_cvt_scale
+    int mul_cvt_truncate
+
+
+cdef struct LutTable:
+    bint exponent                # LE only: index = floor(log2(x - start)) - index_offset
+    int index_offset             # int8
+    int index_select             # int8; linear index = (x - start) >> index_select
+    int64_t start
+    int64_t end
+    int64_t uflow_scale          # int16
+    int uflow_shift              # signed 5-bit: negative = left shift
+    int64_t oflow_scale
+    int oflow_shift
+
+
+cdef struct LutPriority:
+    bint uflow_lo                # both underflow: 1 = take LO
+    bint oflow_lo                # both overflow
+    bint hybrid_lo               # both hit, or one under- and the other overflows
+
+
+cdef struct CStage:
+    int64_t offset
+    int64_t scale
+    int shift                    # 0..63
+    bint eql                     # EW ALU in EQL mode: nothing is converted or written
+
+
+cdef struct LutStats:
+    int64_t uflow
+    int64_t oflow
+    int64_t hybrid               # elements whose chosen table hit
+    int64_t le_hit
+    int64_t lo_hit
+
+
+# -- X (BS / BN) -------------------------------------------------------------------------------
+cdef inline int64_t x_stage(int64_t v, int64_t alu_op, int64_t mul_op,
+                            const XStage *s) noexcept nogil:
+    cdef int64_t op
+    cdef bint keep_low_bits = False
+    if not s.alu_bypass:
+        op = shift_left_sat(alu_op, s.alu_shift, DATA_BITS)
+        if s.alu_algo == ALU_MAX:
+            v = v if v > op else op
+        elif s.alu_algo == ALU_MIN:
+            v = v if v < op else op
+        else:
+            v = v + op
+    if not s.mul_bypass:
+        if s.mul_prelu and v >= 0:
+            keep_low_bits = True
+        else:
+            v = v * mul_op
+    if keep_low_bits:
+        v = wrap(v, DATA_BITS)
+    else:
+        v = saturate(shift_right_round(v, s.mul_shift), DATA_BITS)
+    if not s.relu_bypass and v < 0:
+        v = 0
+    return v
+
+
+# -- Y (EW) ------------------------------------------------------------------------------------
+cdef inline int64_t convert_operand(int64_t op, bint enabled, int64_t offset, int64_t scale,
+                                    int truncate) noexcept nogil:
+    if not enabled:
+        return op
+    return saturate(shift_right_round((op - offset) * scale, truncate), DATA_BITS)
+
+
+cdef inline int lut_exponent_index(int64_t x, const LutTable *t, int *index,
+                                   uint64_t *fraction) noexcept nogil:
+    """LE exponent mode: the octave of x - start picks the entry, the rest is the fraction."""
+    cdef uint64_t d
+    cdef int e = 0, s
+    index[0] = 0
+    fraction[0] = 0
+    if x <= t.start:
+        return UNDERFLOW
+    d = <uint64_t>(x - t.start)          # 1 .. 2^32-1
+    while (d >> (e + 1)) != 0:
+        e += 1
+    if e < t.index_offset:
+        return UNDERFLOW
+    s = e - t.index_offset
+    if s >= LE_LAST:
+        index[0] = LE_LAST
+        return OVERFLOW
+    index[0] = s
+    fraction[0] = (d - (<uint64_t>1 << e)) << (FRACTION_BITS - e)
+    return HIT
+
+
+cdef inline int lut_linear_index(int64_t x, const LutTable *t, int last, int *index,
+                                 uint64_t *fraction) noexcept nogil:
+    """Linear mode: index = (x - start) >> select (<< when select < 0), saturated to 9 bits."""
+    cdef uint64_t u, q, f
+    cdef int sel = t.index_select, k
+    index[0] = 0
+    fraction[0] = 0
+    if x <= t.start:
+        return UNDERFLOW
+    u = <uint64_t>(x - t.start)          # 1 .. 2^32-1
+    if sel >= 0:
+        q = u >> sel if sel < 64 else 0
+    elif -sel >= 32:
+        q = INDEX_LIMIT
+    else:
+        q = u << (-sel)
+    if q > INDEX_LIMIT:
+        q = INDEX_LIMIT
+    if q >= <uint64_t>last:
+        index[0] = last
+        return OVERFLOW
+    index[0] = <int>q
+    # The hardware masks the low `select` bits into a signed 32-bit value, widens it to the
+    # 35-bit fraction and aligns it by select - 35 (a left shift when negative, truncated).
+    if 0 <= sel < 32:
+        f = u & ((<uint64_t>1 << sel) - 1)
+    else:
+        f = u
+    f = (<uint64_t>wrap(<int64_t>f, DATA_BITS)) & FRACTION_MASK
+    k = sel - FRACTION_BITS
+    if k >= 0:
+        fraction[0] = f >> k if k < 64 else 0
+    else:
+        fraction[0] = (f << (-k)) & FRACTION_MASK if -k < 64 else 0
+    return HIT
+
+
+cdef inline int64_t lut_lookup(int64_t x, const LutTable *le, const LutTable *lo,
+                               const LutPriority *pri, const int64_t *le_values,
+                               const int64_t *lo_values, LutStats *stats) noexcept nogil:
+    cdef int le_index, lo_index, index, flow, le_flow, lo_flow
+    cdef uint64_t le_frac, lo_frac, frac
+    cdef bint use_lo
+    cdef const LutTable *t
+    cdef const int64_t *values
+    cdef int64_t y0, bias, offset, scale
+    cdef int shift
+    if le.exponent:
+        le_flow = lut_exponent_index(x, le, &le_index, &le_frac)
+    else:
+        le_flow = lut_linear_index(x, le, LE_LAST, &le_index, &le_frac)
+    lo_flow = lut_linear_index(x, lo, LO_LAST, &lo_index, &lo_frac)
+
+    if le_flow == UNDERFLOW and lo_flow == UNDERFLOW:
+        use_lo = pri.uflow_lo
+    elif le_flow == OVERFLOW and lo_flow == OVERFLOW:
+        use_lo = pri.oflow_lo
+    elif (le_flow == HIT) == (lo_flow == HIT):
+        use_lo = pri.hybrid_lo
+    else:
+        use_lo = lo_flow == HIT
+    if use_lo:
+        t = lo
+        values = lo_values
+        index, frac, flow = lo_index, lo_frac, lo_flow
+    else:
+        t = le
+        values = le_values
+        index, frac, flow = le_index, le_frac, le_flow
+
+    stats.le_hit += le_flow == HIT
+    stats.lo_hit += lo_flow == HIT
+    if flow == HIT:
+        stats.hybrid += 1
+        return saturate(shift_right_round(
+            values[index] * <int64_t>((<uint64_t>1 << FRACTION_BITS) - frac)
+            + values[index + 1] * <int64_t>frac, FRACTION_BITS), DATA_BITS)
+
+    y0 = values[index]
+    bias = 0
+    if flow == UNDERFLOW:
+        stats.uflow += 1
+        offset, scale, shift = t.start, t.uflow_scale, t.uflow_shift
+        # An LE exponent table starts at start + 2^offset.  (The C model shifts a 32-bit 1, so
+        # offsets >= 32 wrap the shift count as x86 does.)
+        if not use_lo and t.exponent and t.index_offset > 0:
+            bias = <int64_t>1 << (t.index_offset & 31)
+    else:
+        stats.oflow += 1
+        offset, scale, shift = t.end, t.oflow_scale, t.oflow_shift
+    return saturate(y0 + signed_shift_round((x - (bias + offset)) * scale, shift, DATA_BITS),
+                    DATA_BITS)
+
+
+cdef inline int64_t y_stage(int64_t v, int64_t alu_op, int64_t mul_op, const YStage *s,
+                            const LutTable *le, const LutTable *lo, const LutPriority *pri,
+                            const int64_t *le_values, const int64_t *lo_values,
+                            LutStats *stats) noexcept nogil:
+    cdef int64_t op
+    if not s.mul_bypass:
+        op = convert_operand(mul_op, s.mul_cvt, s.mul_cvt_offset, s.mul_cvt_scale,
+                             s.mul_cvt_truncate)
+        if not (s.mul_prelu and v >= 0):
+            v = saturate(shift_right_round(v * op, s.truncate), DATA_BITS)
+    if not s.alu_bypass:
+        op = convert_operand(alu_op, s.alu_cvt, s.alu_cvt_offset, s.alu_cvt_scale,
+                             s.alu_cvt_truncate)
+        if s.alu_algo == ALU_MAX:
+            v = v if v > op else op
+        elif s.alu_algo == ALU_MIN:
+            v = v if v < op else op
+        elif s.alu_algo == ALU_EQL:
+            v = 0 if v == op else 1
+        else:
+            v = saturate(v + op, DATA_BITS)
+    if not s.lut_bypass:
+        v = lut_lookup(v, le, lo, pri, le_values, lo_values, stats)
+    return v
+
+
+# -- the layer ---------------------------------------------------------------------------------
+cdef inline bint same_shape(const Py_ssize_t *a, const Py_ssize_t *b) noexcept:
+    return a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
+
+
+def sdp_int8(const int32_t[:, :, ::1] x,
+             const int32_t[:, :, :] x1_alu, const int32_t[:, :, :] x1_mul,
+             const int32_t[:, :, :] x2_alu, const int32_t[:, :, :] x2_mul,
+             const int32_t[:, :, :] y_alu, const int32_t[:, :, :] y_mul,
+             const int64_t[::1] le_values, const int64_t[::1] lo_values,
+             dict cfg, signed char[:, :, ::1] out):
+    """Run the SDP datapath over the cube `x` (lanes, H, W) into `out` (same shape).
+
+    The six operand arrays are indexed like `x` (broadcast views are fine); each holds what the
+    stage uses for that operand (register value, or the int16 memory operand before the EW
+    converter).  `cfg` has the keys x1, x2 (XStage), y (YStage), le, lo (LutTable), priority
+    (LutPriority) and c (CStage), each a dict of the struct's fields.
+    Returns the counters: lut_uflow, lut_oflow, lut_hybrid, lut_le_hit, lut_lo_hit,
+    out_saturation (17-bit saturations in C) and unequal (EQL mode: some result was not 0).
+    """
+    cdef XStage x1 = cfg["x1"], x2 = cfg["x2"]
+    cdef YStage y = cfg["y"]
+    cdef LutTable le = cfg["le"], lo = cfg["lo"]
+    cdef LutPriority pri = cfg["priority"]
+    cdef CStage c = cfg["c"]
+    cdef LutStats stats
+    cdef Py_ssize_t lanes = x.shape[0], height = x.shape[1], width = x.shape[2]
+    cdef Py_ssize_t ch, h, w
+    cdef int64_t v, t, r, q
+    cdef int64_t saturations = 0
+    cdef bint unequal = False
+    if not (same_shape(x1_alu.shape, x.shape) and same_shape(x1_mul.shape, x.shape)
+            and same_shape(x2_alu.shape, x.shape) and same_shape(x2_mul.shape, x.shape)
+            and same_shape(y_alu.shape, x.shape) and same_shape(y_mul.shape, x.shape)
+            and same_shape(out.shape, x.shape)):
+        raise ValueError("sdp_int8: operand or output shape differs from the input cube")
+    if le_values.shape[0] != LE_ENTRIES or lo_values.shape[0] != LO_ENTRIES:
+        raise ValueError("sdp_int8: the LUTs must have 65 (LE) and 257 (LO) entries")
+    stats.uflow = stats.oflow = stats.hybrid = stats.le_hit = stats.lo_hit = 0
+    with nogil:
+        for ch in range(lanes):
+            for h in range(height):
+                for w in range(width):
+                    v = x[ch, h, w]
+                    if not x1.bypass:
+                        v = x_stage(v, x1_alu[ch, h, w], x1_mul[ch, h, w], &x1)
+                    if not x2.bypass:
+                        v = x_stage(v, x2_alu[ch, h, w], x2_mul[ch, h, w], &x2)
+                    if not y.bypass:
+                        v = y_stage(v, y_alu[ch, h, w], y_mul[ch, h, w], &y, &le, &lo, &pri,
+                                    &le_values[0], &lo_values[0], &stats)
+                    t = (v - c.offset) * c.scale
+                    r = saturate(shift_right_round(t, c.shift), C_TRUNCATED_BITS)
+                    # The saturation counter compares with the truncated quotient, within 1.
+                    q = t >> c.shift
+                    if q != r and q != r + 1 and q != r - 1:
+                        saturations += 1
+                    if c.eql:
+                        # C passes its input on unconverted; nothing is written
+                        if wrap(v, EQL_OUT_BITS) != 0:
+                            unequal = True
+                        out[ch, h, w] = 0
+                    else:
+                        out[ch, h, w] = <signed char>saturate(r, OUT_BITS)
+    return {"lut_uflow": stats.uflow, "lut_oflow": stats.oflow, "lut_hybrid": stats.hybrid,
+            "lut_le_hit": stats.le_hit, "lut_lo_hit": stats.lo_hit,
+            "out_saturation": saturations, "unequal": unequal}
