@@ -35,6 +35,9 @@ def cmd_replay(args) -> int:
         return 1
     cycles = f"{outcome.cycles:.0f} cycles" if outcome.cycles is not None else ""
     print(f"{outcome.name}: {outcome.status.upper()}  {cycles}  ({outcome.wall_s:.2f} s)")
+    if outcome.result is not None and not args.quiet:
+        from .report.timing_summary import format_summary
+        print(format_summary(outcome.result))
     return 0 if outcome.status == "pass" else 1
 
 
@@ -67,6 +70,32 @@ def cmd_conformance(args) -> int:
     return 0 if passed == len(outcomes) else 1
 
 
+def cmd_run(args) -> int:
+    from .report.tables import build_report, format_console
+    from .scenario.runner import NotBuiltError, execute, prepare
+    from .scenario.schema import load_scenario
+    prep = prepare(load_scenario(args.scenario))
+    try:
+        report = execute(prep, args.out)
+    except NotBuiltError:
+        print(format_console(build_report(prep, None)))   # what was compiled, without timing
+        raise
+    return 0 if report.total_cycles is not None else 1
+
+
+def cmd_compile(args) -> int:
+    from .report.tables import build_report, format_console
+    from .scenario.runner import NotBuiltError, prepare
+    from .scenario.schema import load_scenario
+    prep = prepare(load_scenario(args.scenario))
+    print(prep.plan.describe())
+    print(format_console(build_report(prep, None)))
+    if args.emit_cfg:
+        raise NotBuiltError("--emit-cfg: writing .cfg trace tests needs the register-program "
+                            "lowering (issue 4 part B), which is not built yet")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nvdla-sim", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -78,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--memory", default="rtl_testbench",
                    help="memory profile name or YAML (default rtl_testbench)")
     r.add_argument("--timeline", type=Path, help="write <test>.trace.json and <test>.png here")
+    r.add_argument("--quiet", action="store_true", help="omit the per-unit timing summary")
     r.set_defaults(func=cmd_replay)
 
     c = sub.add_parser("conformance", help="run every trace test of a project")
@@ -91,6 +121,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="memory profile name or YAML (default rtl_testbench)")
     c.add_argument("--timeline", type=Path, help="write each test's trace events and plot here")
     c.set_defaults(func=cmd_conformance)
+
+    s = sub.add_parser("run", help="run a scenario YAML (network, hardware, memory) and report per layer")
+    s.add_argument("scenario", help="scenario YAML (see docs/scenarios.md)")
+    s.add_argument("--out", type=Path, help="report folder (default: the scenario's outputs.directory)")
+    s.set_defaults(func=cmd_run)
+
+    m = sub.add_parser("compile", help="compile a scenario to hardware layers and list them")
+    m.add_argument("scenario", help="scenario YAML (see docs/scenarios.md)")
+    m.add_argument("--emit-cfg", type=Path, help="write the program as .cfg trace tests here")
+    m.set_defaults(func=cmd_compile)
     return p
 
 
@@ -104,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("nvdla-sim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:          # output piped into `head` and the like
+        sys.stderr.close()
+        return 1
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from nvdla_sim.units.cmac import MacPartial, cell_kernels, mac_layer
 from nvdla_sim.units.csc import (ConvGeometry, ConvJob, feature_lines, pixel_lines, unpack_weights,
                                  weight_offsets)
 
+from program_helpers import reg_writes
+
 I64_MAX_48 = (1 << 47) - 1
 I32_MAX = (1 << 31) - 1
 
@@ -299,21 +301,12 @@ def test_benchmark_entry_point_matches_reference():
 SRC, WT = 0x8000_0000, 0x8010_0000
 
 
-def _writes(regs: dict[str, dict[str, int]]) -> list[RegWrite]:
-    rmap = register_map(2)
-    out = []
-    for name, fields in regs.items():
-        unit, reg = name.split(".")
-        u, r = rmap.resolve(unit, reg)
-        value = sum(v << r.fields[f].lo for f, v in fields.items())
-        out.append(RegWrite(rmap.base(u.name) + r.offset, value, name))
-    return out
 
 
 CONV_UNITS = ("CACC", "CMAC_A", "CMAC_B", "CSC", "CDMA")
 
 
-def _layer_writes(cdma: dict, csc: dict, cacc: dict, misc: int = 0, group: int = 0) -> list:
+def _layerreg_writes(cdma: dict, csc: dict, cacc: dict, misc: int = 0, group: int = 0) -> list:
     """Registers of one layer in register group `group`, then its OP_ENABLEs."""
     common = {"D_MISC_CFG": {"CONV_MODE": misc}}
     regs = {f"{u}.S_POINTER": {"PRODUCER": group} for u in CONV_UNITS}
@@ -321,14 +314,14 @@ def _layer_writes(cdma: dict, csc: dict, cacc: dict, misc: int = 0, group: int =
                          ("CACC", cacc)):
         for reg, f in {**common, **fields}.items():
             regs[f"{unit}.{reg}"] = f
-    return _writes(regs) + _writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS})
+    return reg_writes(regs) + reg_writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS})
 
 
 def _conv_program(cdma: dict, csc: dict, cacc: dict, images: list[MemLoad],
                   misc: int = 0) -> RegisterProgram:
     return RegisterProgram("conv_unit_test", [
         *images, IntrNotify("CACC", 0, "cacc"), IntrNotify("CDMA_DAT", 0, "dat"),
-        IntrNotify("CDMA_WT", 0, "wt"), *_layer_writes(cdma, csc, cacc, misc)])
+        IntrNotify("CDMA_WT", 0, "wt"), *_layerreg_writes(cdma, csc, cacc, misc)])
 
 
 def _feature_layer(pad_value: int = -2, clip: int = 1) -> tuple[dict, dict, dict, list]:
@@ -451,9 +444,9 @@ def test_data_reuse_keeps_the_previous_layers_input():
     engine.env.process(drain())
     engine.run(RegisterProgram("reuse", [
         *images, IntrNotify("CACC", 0, "l1"), IntrNotify("CACC", 1, "l2"),
-        *_layer_writes(keep, csc, cacc, group=0), *_layer_writes(reuse, csc, cacc, group=1)]))
+        *_layerreg_writes(keep, csc, cacc, group=0), *_layerreg_writes(reuse, csc, cacc, group=1)]))
     assert len(got) == 2 and np.array_equal(got[0], got[1])
     engine.run(RegisterProgram("reload", [
-        IntrNotify("CACC", 0, "l3"), *_layer_writes(zeros, csc, cacc, group=0)]))
+        IntrNotify("CACC", 0, "l3"), *_layerreg_writes(zeros, csc, cacc, group=0)]))
     # only padding (-2) contributes now: 3, 2, 2, 0 pad positions of the 2x2 ones kernel
     assert got[2][0].tolist() == [[-3, -2], [-2, 0]]

@@ -13,6 +13,8 @@ from nvdla_sim.regs import register_map
 from nvdla_sim.units.pdp import (PoolingConfig, Strip, pad_value_int8, pool_cube,
                                  strip_columns)
 
+from program_helpers import reg_writes
+
 ONE = 0x10000          # Q16 reciprocal 1.0
 HALF = 0x8000
 THIRD = 0x5555
@@ -156,15 +158,6 @@ SRC = 0x8000_0000
 DST = 0x8010_0000
 
 
-def _writes(regs: dict[str, dict[str, int]]) -> list[RegWrite]:
-    rmap = register_map(2)
-    out = []
-    for name, fields in regs.items():
-        unit, reg = name.split(".")
-        u, r = rmap.resolve(unit, reg)
-        value = sum(v << r.fields[f].lo for f, v in fields.items())
-        out.append(RegWrite(rmap.base(u.name) + r.offset, value, name))
-    return out
 
 
 def _pdp_program(method: int, flying_off: bool = True, rdma_first: bool = False,
@@ -179,7 +172,7 @@ def _pdp_program(method: int, flying_off: bool = True, rdma_first: bool = False,
             for x in range(4):
                 image[(c // atom) * surf_stride + y * line_stride + x * atom + c % atom] = \
                     cube[c, y, x].view(np.uint8)
-    rdma = _writes({
+    rdma = reg_writes({
         "PDP_RDMA.D_DATA_CUBE_IN_WIDTH": {"CUBE_IN_WIDTH": 3},
         "PDP_RDMA.D_DATA_CUBE_IN_HEIGHT": {"CUBE_IN_HEIGHT": 1},
         "PDP_RDMA.D_DATA_CUBE_IN_CHANNEL": {"CUBE_IN_CHANNEL": 9},
@@ -191,7 +184,7 @@ def _pdp_program(method: int, flying_off: bool = True, rdma_first: bool = False,
         "PDP_RDMA.D_DATA_FORMAT": {"INPUT_DATA": input_data},
         "PDP_RDMA.D_POOLING_KERNEL_CFG": {"KERNEL_WIDTH": 1, "KERNEL_STRIDE_WIDTH": 1},
     })
-    pdp = _writes({
+    pdp = reg_writes({
         "PDP.D_DATA_CUBE_IN_WIDTH": {"CUBE_IN_WIDTH": 3},
         "PDP.D_DATA_CUBE_IN_HEIGHT": {"CUBE_IN_HEIGHT": 1},
         "PDP.D_DATA_CUBE_IN_CHANNEL": {"CUBE_IN_CHANNEL": 9},
@@ -209,8 +202,8 @@ def _pdp_program(method: int, flying_off: bool = True, rdma_first: bool = False,
         "PDP.D_DST_RAM_CFG": {"DST_RAM_TYPE": 1},
         "PDP.D_DATA_FORMAT": {"INPUT_DATA": input_data},
     })
-    enable_rdma = _writes({"PDP_RDMA.D_OP_ENABLE": {"OP_EN": 1}}) if flying_off else []
-    enable_pdp = _writes({"PDP.D_OP_ENABLE": {"OP_EN": 1}})
+    enable_rdma = reg_writes({"PDP_RDMA.D_OP_ENABLE": {"OP_EN": 1}}) if flying_off else []
+    enable_pdp = reg_writes({"PDP.D_OP_ENABLE": {"OP_EN": 1}})
     enables = enable_rdma + enable_pdp if rdma_first else enable_pdp + enable_rdma
     program = RegisterProgram("pdp_unit_test", [
         MemLoad("pri_mem", SRC, image),

@@ -14,6 +14,8 @@ from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram, RegWrite
 from nvdla_sim.regs import RegisterFile, register_map
 from nvdla_sim.units.sdp import SdpLut, StageOperands, datapath_config, sdp_compute
 
+from program_helpers import reg_writes
+
 INT32_MAX = 2**31 - 1
 INT32_MIN = -2**31
 
@@ -377,15 +379,6 @@ DST = 0x8010_0000
 ATOM = 8
 
 
-def _writes(regs: dict[str, dict[str, int]]) -> list[RegWrite]:
-    rmap = register_map(2)
-    out = []
-    for name, fields in regs.items():
-        unit, reg = name.split(".")
-        u, r = rmap.resolve(unit, reg)
-        value = sum(v << r.fields[f].lo for f, v in fields.items())
-        out.append(RegWrite(rmap.base(u.name) + r.offset, value, name))
-    return out
 
 
 def _cube_image(cube: np.ndarray, line_stride: int, surf_stride: int) -> np.ndarray:
@@ -427,10 +420,10 @@ def _program(width: int, height: int, channels: int, sdp: dict, rdma: dict, load
                  "SDP_RDMA.D_SRC_DMA_CFG": {"SRC_RAM_TYPE": 1}})
     regs.update({f"SDP.{k}": v for k, v in sdp.items()})
     regs.update({f"SDP_RDMA.{k}": v for k, v in rdma.items()})
-    enable = [w for unit in enables for w in _writes({f"{unit}.D_OP_ENABLE": {"OP_EN": 1}})]
+    enable = [w for unit in enables for w in reg_writes({f"{unit}.D_OP_ENABLE": {"OP_EN": 1}})]
     return RegisterProgram("sdp_unit_test", [
         *[MemLoad("pri_mem", addr, data) for addr, data in loads],
-        *_writes(regs), IntrNotify("SDP", 0, "sdp_done"), *enable])
+        *reg_writes(regs), IntrNotify("SDP", 0, "sdp_done"), *enable])
 
 
 def _random_cube(shape, seed=3) -> np.ndarray:
@@ -537,7 +530,7 @@ def test_unit_eql_mode_sets_status_and_writes_nothing():
 
 def test_unit_lut_counters_are_recorded():
     x = np.array([1, 2, 3, 4, 5, 6, 7, 8], np.int8).reshape(8, 1, 1)
-    lut_load = _writes({"SDP.S_LUT_ACCESS_CFG": {"LUT_ACCESS_TYPE": 1, "LUT_TABLE_ID": 0}})
+    lut_load = reg_writes({"SDP.S_LUT_ACCESS_CFG": {"LUT_ACCESS_TYPE": 1, "LUT_TABLE_ID": 0}})
     lut_load += [RegWrite(lut_load[0].addr + 4, i, "SDP.S_LUT_ACCESS_DATA") for i in range(65)]
     sdp = {"D_DP_EW_CFG": {"EW_BYPASS": 0, "EW_ALU_BYPASS": 1, "EW_MUL_BYPASS": 1,
                            "EW_LUT_BYPASS": 0},
@@ -573,7 +566,7 @@ def test_rdma_both_operands_interleave_alu_then_mul(size, mode):
         image = values.astype(dtype)
         alu, mul = image[:, 0], image[:, 1]
     engine.memory.space(1).write(OPS, np.ascontiguousarray(image).reshape(-1).view(np.uint8))
-    for w in _writes({
+    for w in reg_writes({
             "SDP_RDMA.D_DATA_CUBE_WIDTH": {"WIDTH": width - 1},
             "SDP_RDMA.D_DATA_CUBE_CHANNEL": {"CHANNEL": lanes - 1},
             "SDP_RDMA.D_BRDMA_CFG": {"BRDMA_DISABLE": 0, "BRDMA_DATA_USE": 2,
