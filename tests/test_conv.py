@@ -11,8 +11,7 @@ from nvdla_sim.errors import NvdlaSimError, UnsupportedError
 from nvdla_sim.kernels.conv import (accumulator_output, benchmark_direct_conv, conv_lines,
                                     convert_feature_int8, convert_pixels_int8)
 from nvdla_sim.memory import AddressSpace
-from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram, RegWrite
-from nvdla_sim.regs import register_map
+from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
 from nvdla_sim.units.cacc import assemble, deliver
 from nvdla_sim.units.cbuf import Cbuf
 from nvdla_sim.units.cdma import PIXEL_LAYOUTS, pad_pixel_lines, read_pixel_lines

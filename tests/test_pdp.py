@@ -8,8 +8,7 @@ from nvdla_sim.config import load_hardware
 from nvdla_sim.engine import Engine
 from nvdla_sim.errors import UnsupportedError
 from nvdla_sim.kernels.pdp import POOL_AVERAGE, POOL_MAX, POOL_MIN, pool_int8
-from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram, RegWrite
-from nvdla_sim.regs import register_map
+from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
 from nvdla_sim.units.pdp import (PoolingConfig, Strip, pad_value_int8, pool_cube,
                                  strip_columns)
 
