@@ -65,6 +65,15 @@ class IntrNotify:
 
 
 @dataclass(frozen=True)
+class SyncWait:
+    """Hold the register stream of the program until the interrupt armed as `sync_id` has fired
+    (`sync_wait(NVDLA_<block>, sync_id)`: how a multi-layer trace waits for a layer to finish)."""
+    block: str
+    sync_id: str
+    where: Where | None = None
+
+
+@dataclass(frozen=True)
 class CheckCrc:
     sync_id: str
     mem: str
@@ -80,7 +89,8 @@ class CheckNothing:
     where: Where | None = None
 
 
-Command = RegWrite | MemFill | MemLoad | PollRegEqual | IntrNotify | CheckCrc | CheckNothing
+Command = (RegWrite | MemFill | MemLoad | PollRegEqual | IntrNotify | SyncWait | CheckCrc
+           | CheckNothing)
 
 
 @dataclass

@@ -8,7 +8,8 @@ Grammar (one command per line, `;`-terminated, `//` comments):
     intr_notify(<UNIT>_<group>, sync_id);
     check_crc(sync_id, memtype, base, size, crc);
     check_nothing(sync_id);
-    sync_notify(...); sync_wait(...);      (thread ordering in the UVM player: file order suffices)
+    sync_wait(NVDLA_<UNIT>, sync_id);      (waits for an interrupt an earlier intr_notify armed)
+    sync_notify(...); other sync_wait(...); (thread ordering in the UVM player: file order suffices)
 Numbers are hex (0x..) or decimal.
 """
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from ..errors import NvdlaSimError
 from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
-                       RegisterProgram, RegWrite, Where)
+                       RegisterProgram, RegWrite, SyncWait, Where)
 from ..regs import register_map
 from .dat_image import load_dat
 
@@ -51,6 +52,13 @@ def _register(name: str, where: Where, version: int) -> tuple[int, str]:
     except KeyError as exc:
         raise NvdlaSimError(f"{where}: {exc.args[0]}") from None
     return regmap.base(u.name) + r.offset, f"{u.name}.{r.name}"
+
+
+def _sync_wait_on_interrupt(body: str, commands: list) -> bool:
+    """True when a sync_wait names the sync id of an interrupt armed earlier in the file (the UVM
+    player's interrupt handler triggers that event); other sync ids only order player threads."""
+    sync_id = body.split(",")[-1].strip()
+    return any(isinstance(c, IntrNotify) and c.sync_id == sync_id for c in commands)
 
 
 def parse_cfg(path: Path, nvdla_version: int = 2) -> RegisterProgram:
@@ -120,6 +128,9 @@ def parse_cfg(path: Path, nvdla_version: int = 2) -> RegisterProgram:
         elif cmd == "check_nothing":
             (sync_id,) = _args(body, 1, where, cmd)
             commands.append(CheckNothing(sync_id, where))
+        elif cmd == "sync_wait" and _sync_wait_on_interrupt(body, commands):
+            block, sync_id = _args(body, 2, where, cmd)
+            commands.append(SyncWait(block.upper().removeprefix("NVDLA_"), sync_id, where))
         elif cmd in ("sync_notify", "sync_wait"):
             continue  # file order is already a valid serialisation of the player's threads
         else:

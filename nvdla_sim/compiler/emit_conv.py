@@ -1,0 +1,403 @@
+"""Direct convolution hardware layers: CDMA -> CSC -> CMAC_A/B -> CACC -> SDP (on the fly), as
+NVDLA register writes, with the weight image, the CBUF bank split and the partial-height split.
+
+How the NVDLA software does it (nvdla/sw, facts re-derived here):
+- weights (reference map 5.1): kernels in groups of ATOMIC_K, inside a group channel blocks of
+  ATOMIC_C, inside a block kernel rows then columns, inside a position the group's kernels one
+  after another with their block's channels; WEIGHT_BYTES is rounded up to 128 bytes;
+- CBUF (umd ConvCoreNode): ENTRY_PER_SLICE = CBUF entries one input line takes (feature input:
+  whole entries for every ATOMIC_C / atom atoms of channels, the last partial entry scaled by the
+  share of the entry it fills, a 3/4-full entry counted whole); data banks = entries of all lines
+  / bank depth; weight banks for all kernels, or for one kernel group (ATOMIC_K kernels);
+  allocation in this order of preference: all input and all weights, all input and two kernel
+  groups (ping-pong), all input and one group, then a partial-height split of the input with the
+  banks the weights leave (all weights kept across the parts when they fit, else two groups, else
+  one);
+- partial height (ConvCoreNode::determineSplitDataRatios): each part takes as many input lines as
+  its data banks hold; the next part starts where the next window of the stride starts; only the
+  first part has top padding, only the last bottom padding; each part writes its output lines;
+  with all weights kept, the first part holds them (SKIP_WEIGHT_RLS) and the others reuse them
+  (WEIGHT_REUSE), the last releases them;
+- FETCH_GRAIN 1, RELEASE = the part's input lines, CACC CLIP_TRUNCATE, the SDP in flying mode
+  (emit_sdp), enable order SDP, CACC, CMAC_A, CMAC_B, CSC, CDMA after CBUF flush status reads 1.
+Kernel groups are split by the hardware (weights streamed through the weight banks); a layer
+whose one kernel group and one kernel-height band of input do not fit CBUF together is an error.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..config import HardwareConfig
+from ..errors import NvdlaSimError
+from .emit import Converter, ProgramBuilder
+from .emit_pdp import PdpLayer
+from .emit_sdp import SdpLayer, sdp_needs_rdma, write_sdp
+from .placement import Allocator, Buffer, TensorPlacement, align_up
+
+WEIGHT_ALIGN_BYTES = 128
+MAX_KERNEL, MAX_STRIDE, MAX_DILATION, MAX_PAD_TL, MAX_PAD_BR = 32, 8, 32, 31, 63
+CONV_UNITS = ("CDMA", "CSC", "CMAC_A", "CMAC_B", "CACC")
+
+
+@dataclass(frozen=True)
+class ConvLayer:
+    """A direct convolution of an INT8 cube with `weights` (K, C, R, S) int8; sizes (y, x),
+    pads (top, left, bottom, right).  `sdp` post-processes the int32 CACC output."""
+    weights: np.ndarray = field(repr=False)
+    stride: tuple[int, int] = (1, 1)
+    pad: tuple[int, int, int, int] = (0, 0, 0, 0)
+    dilation: tuple[int, int] = (1, 1)
+    pad_value: int = 0                      # int8 value of padded input elements
+    clip_truncate: int = 0                  # CACC: acc >> truncate, rounded, saturated to int32
+    in_cvt: Converter | None = None         # CDMA feature input converter (None: off)
+    sdp: SdpLayer = field(default_factory=SdpLayer)
+    name: str = "conv"
+
+    @property
+    def kernels(self) -> int:
+        return self.weights.shape[0]
+
+
+# -- weights -----------------------------------------------------------------------------------
+def weight_image(weights: np.ndarray, atomic_c: int, atomic_k: int) -> np.ndarray:
+    """Weight bytes in CDMA/CSC order: [kernel group][channel block][r][s][kernel][channel]."""
+    w = np.asarray(weights, np.int8)
+    k, c, r, s = w.shape
+    out = []
+    for k0 in range(0, k, atomic_k):
+        group = w[k0:k0 + atomic_k]                       # (kg, C, R, S)
+        for c0 in range(0, c, atomic_c):
+            block = group[:, c0:c0 + atomic_c]            # (kg, cb, R, S)
+            out.append(block.transpose(2, 3, 0, 1).reshape(-1))   # r, s, kernel, channel
+    return np.concatenate(out).view(np.uint8)
+
+
+# -- CBUF --------------------------------------------------------------------------------------
+def entry_per_slice(hw: HardwareConfig, channels: int, width: int) -> int:
+    """CBUF entries one input line of a feature cube occupies (umd calculateEPS, direct conv)."""
+    atoms_per_entry = hw.cbuf.bank_width_bytes // hw.memory_atomic_bytes
+    c_atoms = -(-channels // hw.memory_atomic_bytes)
+    whole = (c_atoms // atoms_per_entry) * width
+    last = c_atoms % atoms_per_entry
+    part = width if last == 3 else -(-last * width // atoms_per_entry)
+    return whole + part
+
+
+def weight_banks(hw: HardwareConfig, kernels: int, bytes_per_kernel: int) -> int:
+    entry = hw.cbuf.bank_width_bytes
+    entries = align_up(kernels * bytes_per_kernel, entry) // entry
+    return -(-entries // hw.cbuf.bank_depth)
+
+
+@dataclass(frozen=True)
+class PartialH:
+    """One hardware layer of a partial-height split: input lines [top, bottom], its padding and
+    its output lines [out_top, out_top + out_height)."""
+    top: int
+    bottom: int
+    pad_top: int
+    pad_bottom: int
+    out_top: int
+    out_height: int
+
+
+@dataclass(frozen=True)
+class CbufPlan:
+    entry_per_slice: int
+    data_banks: int
+    weight_banks: int
+    mode: str                       # full, ping-pong, one-group: how weights use their banks
+    parts: tuple[PartialH, ...]     # one part: no split
+    keep_weights: bool              # all weights resident across the parts
+
+    @property
+    def split(self) -> bool:
+        return len(self.parts) > 1
+
+
+def _out_size(in_size: int, pad_before: int, pad_after: int, dilated_kernel: int,
+              stride: int) -> int:
+    return (in_size + pad_before + pad_after - dilated_kernel) // stride + 1
+
+
+def partial_heights(in_h: int, lines_per_part: int, dilated_r: int, stride: int,
+                    pad_top: int, pad_bottom: int) -> list[PartialH]:
+    """Input bands of at most `lines_per_part` lines covering the convolution (the walk of umd
+    ConvCoreNode::determineSplitDataRatios for direct convolution)."""
+    if dilated_r > lines_per_part:
+        raise NvdlaSimError(f"a kernel {dilated_r} lines high does not fit the {lines_per_part} "
+                            "input lines the data banks hold")
+    bands = [[0, lines_per_part - 1, pad_top, 0]]           # top, bottom, pad top, pad bottom
+    slider = dilated_r - pad_top - 1                        # last input line of the current window
+    while slider < in_h:
+        last = bands[-1][1]
+        while slider <= last:
+            slider += stride
+        if slider > last:
+            slider -= stride                               # last window inside the band
+        top = min(slider, last) - (dilated_r - 1) + stride
+        bottom = top + lines_per_part - 1
+        if bottom >= in_h - 1:
+            bands.append([top, in_h - 1, 0, pad_bottom])
+            break
+        bands.append([top, bottom, 0, 0])
+        slider = top + dilated_r - 1
+    if bands[-1][0] >= in_h or bands[-1][1] >= in_h + pad_bottom:
+        bands.pop()
+    if len(bands) == 1:
+        bands[0][1], bands[0][3] = in_h - 1, pad_bottom
+    parts, out_top = [], 0
+    for top, bottom, pt, pb in bands:
+        bottom = min(bottom, in_h - 1)
+        out_h = _out_size(bottom - top + 1, pt, pb, dilated_r, stride)
+        parts.append(PartialH(top, bottom, pt, pb, out_top, out_h))
+        out_top += out_h
+    return parts
+
+
+def plan_cbuf(hw: HardwareConfig, channels: int, in_h: int, in_w: int, kernels: int,
+              bytes_per_kernel: int, dilated_r: int, stride_y: int, pad_top: int,
+              pad_bottom: int) -> CbufPlan:
+    """Bank split and partial-height split of one convolution (see the module doc)."""
+    banks, depth = hw.cbuf.banks, hw.cbuf.bank_depth
+    eps = entry_per_slice(hw, channels, in_w)
+    data_needed = -(-eps * in_h // depth)
+    wt_all = weight_banks(hw, kernels, bytes_per_kernel)
+    wt_group = weight_banks(hw, hw.atomic_k, bytes_per_kernel)
+    out_h = _out_size(in_h, pad_top, pad_bottom, dilated_r, stride_y)
+    whole = (PartialH(0, in_h - 1, pad_top, pad_bottom, 0, out_h),)
+    for mode, wt in (("full", wt_all), ("ping-pong", 2 * wt_group), ("one-group", wt_group)):
+        if wt + data_needed <= banks:
+            return CbufPlan(eps, data_needed, wt, "full" if wt >= wt_all else mode, whole,
+                            keep_weights=False)
+    # Partial height: the weights take what they need, the data the rest.
+    for mode, wt in (("full", wt_all), ("ping-pong", 2 * wt_group), ("one-group", wt_group)):
+        data_banks = banks - wt
+        lines = data_banks * depth // eps if data_banks > 0 else 0
+        if lines >= dilated_r:
+            parts = partial_heights(in_h, lines, dilated_r, stride_y, pad_top, pad_bottom)
+            mode = "full" if wt >= wt_all else mode
+            return CbufPlan(eps, data_banks, wt, mode, tuple(parts), keep_weights=mode == "full")
+    raise NvdlaSimError(
+        f"convolution does not fit CBUF: one kernel group of weights needs {wt_group} banks and "
+        f"{dilated_r} input lines need {-(-eps * dilated_r // depth)} banks, "
+        f"{hw.name} has {banks}")
+
+
+# -- registers ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ConvGeometry:
+    kernels: int
+    channels: int
+    r: int
+    s: int
+    stride_y: int
+    stride_x: int
+    dil_y: int
+    dil_x: int
+    pad_left: int
+    pad_right: int
+    bytes_per_kernel: int
+    weight_bytes: int
+
+
+def _check(layer: ConvLayer, src: TensorPlacement, dst: TensorPlacement) -> ConvGeometry:
+    w = np.asarray(layer.weights)
+    if w.ndim != 4 or w.dtype != np.int8:
+        raise NvdlaSimError(f"{layer.name}: weights must be an int8 (K, C, R, S) array, got "
+                            f"{w.dtype} {w.shape}")
+    k, c, r, s = w.shape
+    sy, sx = layer.stride
+    dy, dx = layer.dilation
+    pt, pl, pb, pr = layer.pad
+    if c != src.channels:
+        raise NvdlaSimError(f"{layer.name}: weights have {c} channels, input {src.name} "
+                            f"{src.channels}")
+    if k != dst.channels:
+        raise NvdlaSimError(f"{layer.name}: {k} kernels but output {dst.name} has "
+                            f"{dst.channels} channels")
+    for what, values, lo, hi in (("kernel size", (r, s), 1, MAX_KERNEL),
+                                 ("stride", (sy, sx), 1, MAX_STRIDE),
+                                 ("dilation", (dy, dx), 1, MAX_DILATION),
+                                 ("top/left padding", (pt, pl), 0, MAX_PAD_TL),
+                                 ("bottom/right padding", (pb, pr), 0, MAX_PAD_BR),
+                                 ("padding value", (layer.pad_value,), -128, 127),
+                                 ("CLIP_TRUNCATE", (layer.clip_truncate,), 0, 16)):
+        for v in values:
+            if not lo <= v <= hi:
+                raise NvdlaSimError(f"{layer.name}: {what} {v} outside {lo}..{hi}")
+    out_h = _out_size(src.height, pt, pb, (r - 1) * dy + 1, sy)
+    out_w = _out_size(src.width, pl, pr, (s - 1) * dx + 1, sx)
+    if (out_h, out_w) != (dst.height, dst.width):
+        raise NvdlaSimError(f"{layer.name}: the convolution gives {out_h}x{out_w}, output "
+                            f"{dst.name} is {dst.height}x{dst.width}")
+    bpk = c * r * s
+    return ConvGeometry(k, c, r, s, sy, sx, dy, dx, pl, pr, bpk,
+                        align_up(k * bpk, WEIGHT_ALIGN_BYTES))
+
+
+def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: CbufPlan,
+               part: PartialH, src: TensorPlacement, dst: TensorPlacement, weights: Buffer,
+               weight_reuse: bool, skip_weight_release: bool) -> None:
+    """Registers of CACC, CMAC_A/B, CSC and CDMA for one part (conv.c order)."""
+    misc = dict(CONV_MODE="DIRECT", PROC_PRECISION="INT8")
+    b.reg("CACC", "D_MISC_CFG", **misc)
+    b.reg("CACC", "D_DATAOUT_SIZE_0", DATAOUT_WIDTH=dst.width - 1, DATAOUT_HEIGHT=dst.height - 1)
+    b.reg("CACC", "D_DATAOUT_SIZE_1", DATAOUT_CHANNEL=dst.channels - 1)
+    b.word("CACC", "D_DATAOUT_ADDR", dst.address & 0xFFFFFFFF)
+    b.reg("CACC", "D_BATCH_NUMBER", BATCHES=0)
+    # v2 CACC writes no memory; its 24-bit stride fields keep what fits, as conv.c writes them.
+    b.word("CACC", "D_LINE_STRIDE", dst.line_stride)
+    b.word("CACC", "D_SURF_STRIDE", dst.surf_stride)
+    packed = "TRUE" if dst.width == 1 and dst.height == 1 else "FALSE"
+    b.reg("CACC", "D_DATAOUT_MAP", LINE_PACKED=packed, SURF_PACKED=packed)
+    b.reg("CACC", "D_CLIP_CFG", CLIP_TRUNCATE=layer.clip_truncate)
+    for cmac in ("CMAC_A", "CMAC_B"):
+        b.reg(cmac, "D_MISC_CFG", **misc)
+
+    reuse = dict(DATA_REUSE="DISABLE", WEIGHT_REUSE="ENABLE" if weight_reuse else "DISABLE",
+                 SKIP_DATA_RLS="DISABLE",
+                 SKIP_WEIGHT_RLS="ENABLE" if skip_weight_release else "DISABLE")
+    b.reg("CSC", "D_MISC_CFG", IN_PRECISION="INT8", **misc, **reuse)
+    b.reg("CSC", "D_DATAIN_FORMAT", DATAIN_FORMAT="FEATURE")
+    b.reg("CSC", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=src.width - 1,
+          DATAIN_HEIGHT_EXT=src.height - 1)
+    b.reg("CSC", "D_DATAIN_SIZE_EXT_1", DATAIN_CHANNEL_EXT=src.channels - 1)
+    b.reg("CSC", "D_BATCH_NUMBER", BATCHES=0)
+    b.reg("CSC", "D_POST_Y_EXTENSION", Y_EXTENSION=0)
+    b.reg("CSC", "D_ENTRY_PER_SLICE", ENTRIES=plan.entry_per_slice - 1)
+    b.reg("CSC", "D_WEIGHT_FORMAT", WEIGHT_FORMAT="UNCOMPRESSED")
+    b.reg("CSC", "D_WEIGHT_SIZE_EXT_0", WEIGHT_WIDTH_EXT=geo.s - 1, WEIGHT_HEIGHT_EXT=geo.r - 1)
+    b.reg("CSC", "D_WEIGHT_SIZE_EXT_1", WEIGHT_CHANNEL_EXT=geo.channels - 1,
+          WEIGHT_KERNEL=geo.kernels - 1)
+    b.word("CSC", "D_WEIGHT_BYTES", geo.weight_bytes)
+    b.reg("CSC", "D_WMB_BYTES", WMB_BYTES=0)
+    b.reg("CSC", "D_DATAOUT_SIZE_0", DATAOUT_WIDTH=dst.width - 1, DATAOUT_HEIGHT=dst.height - 1)
+    b.reg("CSC", "D_DATAOUT_SIZE_1", DATAOUT_CHANNEL=dst.channels - 1)
+    b.reg("CSC", "D_ATOMICS", ATOMICS=dst.width * dst.height - 1)
+    b.reg("CSC", "D_RELEASE", RLS_SLICES=src.height - 1)
+    b.reg("CSC", "D_CONV_STRIDE_EXT", CONV_X_STRIDE_EXT=geo.stride_x - 1,
+          CONV_Y_STRIDE_EXT=geo.stride_y - 1)
+    b.reg("CSC", "D_DILATION_EXT", X_DILATION_EXT=geo.dil_x - 1, Y_DILATION_EXT=geo.dil_y - 1)
+    b.reg("CSC", "D_ZERO_PADDING", PAD_LEFT=geo.pad_left, PAD_TOP=part.pad_top)
+    b.reg("CSC", "D_ZERO_PADDING_VALUE", PAD_VALUE=layer.pad_value)
+    b.reg("CSC", "D_BANK", DATA_BANK=plan.data_banks - 1, WEIGHT_BANK=plan.weight_banks - 1)
+    b.reg("CSC", "D_PRA_CFG", PRA_TRUNCATE=0)
+
+    b.reg("CDMA", "D_MISC_CFG", IN_PRECISION="INT8", **misc, **reuse)
+    b.reg("CDMA", "D_DATAIN_FORMAT", DATAIN_FORMAT="FEATURE", PIXEL_FORMAT=0)
+    b.reg("CDMA", "D_DATAIN_SIZE_0", DATAIN_WIDTH=src.width - 1, DATAIN_HEIGHT=src.height - 1)
+    b.reg("CDMA", "D_DATAIN_SIZE_1", DATAIN_CHANNEL=src.channels - 1)
+    b.reg("CDMA", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=src.width - 1,
+          DATAIN_HEIGHT_EXT=src.height - 1)
+    b.reg("CDMA", "D_DAIN_RAM_TYPE", DATAIN_RAM_TYPE=src.ram_type)
+    b.address("CDMA", "D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0", src.address)
+    b.address("CDMA", "D_DAIN_ADDR_LOW_1", "D_DAIN_ADDR_HIGH_1", src.address)
+    b.word("CDMA", "D_LINE_STRIDE", src.line_stride)
+    b.word("CDMA", "D_SURF_STRIDE", src.surf_stride)
+    b.word("CDMA", "D_LINE_UV_STRIDE", 0)
+    b.reg("CDMA", "D_DAIN_MAP", LINE_PACKED=int(src.line_packed), SURF_PACKED=int(src.surf_packed))
+    b.reg("CDMA", "D_BATCH_NUMBER", BATCHES=0)
+    b.word("CDMA", "D_BATCH_STRIDE", 0)
+    b.reg("CDMA", "D_ENTRY_PER_SLICE", ENTRIES=plan.entry_per_slice - 1)
+    b.reg("CDMA", "D_FETCH_GRAIN", GRAINS=0)
+    b.reg("CDMA", "D_WEIGHT_FORMAT", WEIGHT_FORMAT="UNCOMPRESSED")
+    b.reg("CDMA", "D_WEIGHT_SIZE_0", BYTE_PER_KERNEL=geo.bytes_per_kernel - 1)
+    b.reg("CDMA", "D_WEIGHT_SIZE_1", WEIGHT_KERNEL=geo.kernels - 1)
+    b.reg("CDMA", "D_WEIGHT_RAM_TYPE", WEIGHT_RAM_TYPE=weights.ram_type)
+    b.address("CDMA", "D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH", weights.address)
+    b.word("CDMA", "D_WEIGHT_BYTES", geo.weight_bytes)
+    b.reg("CDMA", "D_MEAN_FORMAT", MEAN_FORMAT="DISABLE")
+    if layer.in_cvt is not None:
+        b.reg("CDMA", "D_CVT_CFG", CVT_EN="ENABLE", CVT_TRUNCATE=layer.in_cvt.shift)
+        b.reg("CDMA", "D_CVT_OFFSET", CVT_OFFSET=layer.in_cvt.offset)
+        b.reg("CDMA", "D_CVT_SCALE", CVT_SCALE=layer.in_cvt.scale)
+    else:
+        b.reg("CDMA", "D_CVT_CFG", CVT_EN="DISABLE")
+    b.reg("CDMA", "D_CONV_STRIDE", CONV_X_STRIDE=geo.stride_x - 1, CONV_Y_STRIDE=geo.stride_y - 1)
+    b.reg("CDMA", "D_ZERO_PADDING", PAD_LEFT=geo.pad_left, PAD_RIGHT=geo.pad_right,
+          PAD_TOP=part.pad_top, PAD_BOTTOM=part.pad_bottom)
+    b.reg("CDMA", "D_ZERO_PADDING_VALUE", PAD_VALUE=layer.pad_value)
+    b.reg("CDMA", "D_BANK", DATA_BANK=plan.data_banks - 1, WEIGHT_BANK=plan.weight_banks - 1)
+
+
+def _operand_rows(operand, top: int, height: int):
+    """The lines [top, top+height) of a per-element operand; other operands as they are."""
+    if isinstance(operand, TensorPlacement):
+        return operand.rows(top, height)
+    if isinstance(operand, np.ndarray) and operand.ndim == 3:
+        return operand[:, top:top + height]
+    return operand
+
+
+def sdp_rows(sdp: SdpLayer, top: int, height: int) -> SdpLayer:
+    """The SDP layer of output lines [top, top+height) of a partial-height part."""
+    stages = {}
+    for kind in ("x1", "x2", "y"):
+        stage = getattr(sdp, kind)
+        if stage is not None:
+            stages[kind] = replace(stage, alu_operand=_operand_rows(stage.alu_operand, top, height),
+                                   mul_operand=_operand_rows(stage.mul_operand, top, height))
+    return replace(sdp, **stages)
+
+
+def place_weights(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer) -> Buffer:
+    image = weight_image(layer.weights, b.hw.atomic_c, b.hw.atomic_k)
+    buf = alloc.weights(f"{layer.name}_weights", image.size)
+    padded = np.zeros(buf.size_bytes, np.uint8)
+    padded[:image.size] = image
+    b.mem_load(buf.address, padded, buf.name)
+    return buf
+
+
+def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: TensorPlacement,
+              dst: TensorPlacement, pdp: tuple[PdpLayer, TensorPlacement] | None = None,
+              weights: Buffer | None = None) -> list[str]:
+    """The hardware layer(s) of one convolution (several when CBUF needs a partial-height split);
+    `dst` is the convolution output (or, with `pdp`, the cube the SDP streams to the fused PDP
+    layer, which writes pdp[1]).  Returns the completion sync id of each hardware layer."""
+    geo = _check(layer, src, dst)
+    plan = plan_cbuf(b.hw, geo.channels, src.height, src.width, geo.kernels, geo.bytes_per_kernel,
+                     (geo.r - 1) * geo.dil_y + 1, geo.stride_y, layer.pad[0], layer.pad[2])
+    if plan.split and pdp is not None:
+        raise NvdlaSimError(f"{layer.name}: a convolution split by height cannot feed PDP on the "
+                            "fly (its SDP output is written per part)")
+    if weights is None:
+        weights = place_weights(b, alloc, layer)
+    done = []
+    for i, part in enumerate(plan.parts):
+        name = layer.name if not plan.split else f"{layer.name}_h{i}"
+        src_part = src.rows(part.top, part.bottom - part.top + 1)
+        dst_part = dst.rows(part.out_top, part.out_height) if plan.split else dst
+        flying_sdp = sdp_rows(layer.sdp, part.out_top, part.out_height) if plan.split \
+            else layer.sdp
+        units = list(CONV_UNITS)
+        if sdp_needs_rdma(flying_sdp, flying=True):
+            units.append("SDP_RDMA")
+        units.append("SDP")
+        if pdp is not None:
+            units.append("PDP")
+        groups = b.begin_layer(name, units)
+        last = i == len(plan.parts) - 1
+        write_conv(b, geo, layer, plan, part, src_part, dst_part, weights,
+                   weight_reuse=plan.keep_weights and i > 0,
+                   skip_weight_release=plan.keep_weights and not last)
+        sdp_shape = (dst_part.channels, dst_part.height, dst_part.width)
+        write_sdp(b, alloc, flying_sdp, sdp_shape, None,
+                  None if pdp is not None else dst_part, pdp)
+        b.poll("CDMA", "S_CBUF_FLUSH_STATUS", 1)
+        if "SDP_RDMA" in groups:
+            b.enable("SDP_RDMA")
+        b.enable("SDP")
+        if pdp is not None:
+            b.enable("PDP")
+        for unit in ("CACC", "CMAC_A", "CMAC_B", "CSC", "CDMA"):
+            b.enable(unit)
+        ids = [b.intr_notify("SDP", groups["SDP"])]
+        if pdp is not None:
+            ids.append(b.intr_notify("PDP", groups["PDP"]))
+        b.end_layer(*ids)
+        done.append(ids[-1])
+    return done

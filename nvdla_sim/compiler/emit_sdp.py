@@ -1,0 +1,328 @@
+"""SDP hardware layers (bias, batch norm, ReLU/PReLU, element-wise, LUT, output converter) as
+NVDLA register writes, memory->memory or fed on the fly by CACC (see emit_conv), optionally
+streaming to PDP.
+
+The datapath per element is X1 (BS) -> X2 (BN) -> Y (EW) -> C (reference map 5.6):
+  X stage:  ALU (max/min/sum with operand << ALU_SHIFT) -> MUL (or PReLU) -> >> MUL_SHIFT -> ReLU
+  Y stage:  MUL (or PReLU) >> EW_TRUNCATE -> ALU (max/min/sum/eql) -> LUT
+  C:        (x - CVT_OFFSET) * CVT_SCALE >> CVT_SHIFT, saturated to int8
+Each operand is a register value (an int: the same for every element), one value per channel
+(a 1-D array: SDP_RDMA reads it PER_KERNEL), or one value per element (a 3-D array, or a
+TensorPlacement already in memory such as the other input of an element-wise add: PER_ELEMENT).
+When a stage takes both its ALU and MUL operands from memory, SDP_RDMA reads them interleaved
+(DATA_USE BOTH: ALU then MUL of each element; reference map 5.1, unverified by the official tests).
+
+Register order and field derivation follow nvdla/sw kmd firmware/sdp.c.  Deviation: SDP_RDMA
+registers are written only when SDP_RDMA runs (the firmware also writes its mode registers when it
+stays idle, which would land in a register group SDP_RDMA is not going to execute).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import NvdlaSimError
+from .emit import IDENTITY, Converter, ProgramBuilder
+from .emit_pdp import PdpLayer, plan_pdp, write_pdp
+from .lut import Lut, write_lut
+from .placement import Allocator, Buffer, TensorPlacement
+
+Operand = int | np.ndarray | TensorPlacement
+ALU_ALGO = {"max": "MAX", "min": "MIN", "sum": "SUM", "eql": "EQL"}
+STAGE_REGS = {"x1": ("BS", "BRDMA"), "x2": ("BN", "NRDMA"), "y": ("EW", "ERDMA")}
+
+
+@dataclass(frozen=True)
+class XStage:
+    """BS (x1) or BN (x2).  `mul` is "mul" or "prelu" (negative values multiplied, others pass);
+    MUL_SHIFT applies even without `mul`."""
+    alu: str | None = None                 # "sum", "max", "min"
+    alu_operand: Operand = 0               # int16 values
+    alu_shift: int = 0                     # ALU operand << shift (0..63)
+    mul: str | None = None
+    mul_operand: Operand = 1               # int16 values
+    mul_shift: int = 0                     # >> shift, rounded (0..63)
+    relu: bool = False
+
+
+@dataclass(frozen=True)
+class YStage:
+    """EW.  Memory operands pass through their converter (int32 result); register operands are
+    int32 and used as they are."""
+    mul: str | None = None                 # "mul" or "prelu"
+    mul_operand: Operand = 1
+    mul_cvt: Converter | None = None       # None: converter bypassed
+    truncate: int = 0                      # EW_TRUNCATE: >> after the multiply (0..1023)
+    alu: str | None = None                 # "sum", "max", "min", "eql"
+    alu_operand: Operand = 0
+    alu_cvt: Converter | None = None
+    lut: Lut | None = None                 # None: LUT bypassed
+
+
+@dataclass(frozen=True)
+class SdpLayer:
+    x1: XStage | None = None
+    x2: XStage | None = None
+    y: YStage | None = None
+    out_cvt: Converter = IDENTITY
+    name: str = "sdp"
+
+
+def _is_memory(operand: Operand) -> bool:
+    return not isinstance(operand, (int, np.integer))
+
+
+def _stage_parts(stage: XStage | YStage | None) -> dict[str, Operand]:
+    """The parts of a stage that are active, with their operands."""
+    if stage is None:
+        return {}
+    parts = {}
+    if stage.alu is not None:
+        parts["alu"] = stage.alu_operand
+    if stage.mul is not None:
+        parts["mul"] = stage.mul_operand
+    return parts
+
+
+@dataclass(frozen=True)
+class MemoryOperand:
+    """A stage's operands as SDP_RDMA reads them."""
+    use: str                  # MUL, ALU or BOTH
+    size: str                 # ONE_BYTE / TWO_BYTE
+    mode: str                 # PER_KERNEL / PER_ELEMENT
+    where: TensorPlacement | Buffer
+    line_stride: int = 0
+    surf_stride: int = 0
+
+
+def _fits_int8(values: np.ndarray) -> bool:
+    return bool(np.all((values >= -128) & (values <= 127)))
+
+
+def place_operands(b: ProgramBuilder, alloc: Allocator, name: str, parts: dict[str, Operand],
+                   shape: tuple[int, int, int]) -> MemoryOperand | None:
+    """Place (and load) the memory operands of one stage; None when it has none."""
+    memory = {k: v for k, v in parts.items() if _is_memory(v)}
+    if not memory:
+        return None
+    use = "BOTH" if len(memory) == 2 else next(iter(memory)).upper()
+    c, h, w = shape
+    atom = alloc.atom
+    lanes = -(-c // atom) * atom
+    placed = [v for v in memory.values() if isinstance(v, TensorPlacement)]
+    if placed:
+        if len(memory) == 2:
+            raise NvdlaSimError(f"{name}: an operand already in memory cannot share a stage with "
+                                "another memory operand (they would have to be interleaved)")
+        t = placed[0]
+        if (t.channels, t.height, t.width) != shape:
+            raise NvdlaSimError(f"{name}: element-wise operand {t.name} is "
+                                f"{t.channels}x{t.height}x{t.width}, the layer {c}x{h}x{w}")
+        return MemoryOperand(use, "ONE_BYTE", "PER_ELEMENT", t, t.line_stride, t.surf_stride)
+    arrays = [np.asarray(v) for v in memory.values()]
+    ndims = {a.ndim for a in arrays}
+    if ndims not in ({1}, {3}):
+        raise NvdlaSimError(f"{name}: operands must be all per channel (1-D) or all per element "
+                            f"(3-D), got shapes {[a.shape for a in arrays]}")
+    for a in arrays:
+        expected = (c,) if a.ndim == 1 else shape
+        if a.shape != expected:
+            raise NvdlaSimError(f"{name}: operand of shape {a.shape}, expected {expected}")
+        if np.any(a < -(1 << 15)) or np.any(a >= (1 << 15)):
+            raise NvdlaSimError(f"{name}: operand values must fit int16")
+    one_byte = all(_fits_int8(a) for a in arrays)
+    dtype = np.int8 if one_byte else np.int16
+    size = "ONE_BYTE" if one_byte else "TWO_BYTE"
+    components = len(arrays)
+    if arrays[0].ndim == 1:
+        # One value per lane, surfaces back to back; BOTH interleaves ALU, MUL per lane.
+        image = np.zeros((lanes, components), dtype)
+        for i, a in enumerate(arrays):
+            image[:c, i] = a
+        buf = alloc.buffer(f"{name}_operand", image.nbytes)
+        b.mem_load(buf.address, image, buf.name)
+        return MemoryOperand(use, size, "PER_KERNEL", buf)
+    # Per element: a feature cube whose element is components * size bytes.
+    elem = components * np.dtype(dtype).itemsize
+    line_stride = w * atom * elem
+    surf_stride = h * line_stride
+    buf = alloc.buffer(f"{name}_operand", (lanes // atom) * surf_stride)
+    stacked = np.zeros((lanes, h, w, components), dtype)
+    for i, a in enumerate(arrays):
+        stacked[:c, :, :, i] = a
+    # Element (c, y, x) at (c // atom) * surf + y * line + x * atom * elem + (c % atom) * elem.
+    image = stacked.reshape(lanes // atom, atom, h, w, components).transpose(0, 2, 3, 1, 4)
+    b.mem_load(buf.address, np.ascontiguousarray(image).view(np.uint8).reshape(-1), buf.name)
+    return MemoryOperand(use, size, "PER_ELEMENT", buf, line_stride, surf_stride)
+
+
+def _check_stage(name: str, stage: XStage | YStage | None, kind: str) -> None:
+    if stage is None:
+        return
+    algos = ("sum", "max", "min", "eql") if kind == "y" else ("sum", "max", "min")
+    if stage.alu is not None and stage.alu not in algos:
+        raise NvdlaSimError(f"{name}.{kind}: ALU '{stage.alu}' is not one of {', '.join(algos)}")
+    if stage.mul is not None and stage.mul not in ("mul", "prelu"):
+        raise NvdlaSimError(f"{name}.{kind}: MUL '{stage.mul}' is not 'mul' or 'prelu'")
+
+
+def sdp_needs_rdma(layer: SdpLayer, flying: bool) -> bool:
+    return not flying or any(_is_memory(v) for s in (layer.x1, layer.x2, layer.y)
+                             for v in _stage_parts(s).values())
+
+
+def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple[int, int, int],
+              src: TensorPlacement | None, dst: TensorPlacement | None,
+              pdp: tuple[PdpLayer, TensorPlacement] | None = None) -> None:
+    """SDP_RDMA (when it runs) and SDP registers of a layer over a (C, H, W) cube.  `src` None:
+    the input comes on the fly from CACC; `pdp` given: the output streams to that PDP layer
+    (`dst` is then None) whose registers are written too."""
+    flying = src is None
+    for kind in ("x1", "x2", "y"):
+        _check_stage(layer.name, getattr(layer, kind), kind)
+    y = layer.y
+    if y is not None and (y.alu or y.mul) and not b.hw.sdp.ew:
+        raise NvdlaSimError(f"{layer.name}: {b.hw.name} has no SDP element-wise (Y) stage")
+    if y is not None and y.lut is not None and not b.hw.sdp.lut:
+        raise NvdlaSimError(f"{layer.name}: {b.hw.name} has no SDP lookup table")
+    c, h, w = shape
+    operands = {kind: place_operands(b, alloc, f"{layer.name}_{kind}",
+                                     _stage_parts(getattr(layer, kind)), shape)
+                for kind in ("x1", "x2", "y")}
+
+    if sdp_needs_rdma(layer, flying):
+        b.reg("SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
+              WINOGRAD="OFF", IN_PRECISION="INT8", OUT_PRECISION="INT8", PROC_PRECISION="INT8")
+        b.reg("SDP_RDMA", "D_DATA_CUBE_WIDTH", WIDTH=w - 1)
+        b.reg("SDP_RDMA", "D_DATA_CUBE_HEIGHT", HEIGHT=h - 1)
+        b.reg("SDP_RDMA", "D_DATA_CUBE_CHANNEL", CHANNEL=c - 1)
+        if not flying:
+            b.address("SDP_RDMA", "D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH", src.address)
+            b.word("SDP_RDMA", "D_SRC_LINE_STRIDE", src.line_stride)
+            b.word("SDP_RDMA", "D_SRC_SURFACE_STRIDE", src.surf_stride)
+            b.reg("SDP_RDMA", "D_SRC_DMA_CFG", SRC_RAM_TYPE=src.ram_type)
+        for kind in ("x1", "x2", "y"):
+            stage, dma = STAGE_REGS[kind]
+            op = operands[kind]
+            if op is None:
+                b.reg("SDP_RDMA", f"D_{dma}_CFG", **{f"{dma}_DISABLE": "YES"})
+                continue
+            b.reg("SDP_RDMA", f"D_{dma}_CFG", **{f"{dma}_DISABLE": "NO", f"{dma}_DATA_USE": op.use,
+                                                 f"{dma}_DATA_SIZE": op.size,
+                                                 f"{dma}_DATA_MODE": op.mode,
+                                                 f"{dma}_RAM_TYPE": op.where.ram_type})
+            b.address("SDP_RDMA", f"D_{stage}_BASE_ADDR_LOW", f"D_{stage}_BASE_ADDR_HIGH",
+                      op.where.address)
+            b.word("SDP_RDMA", f"D_{stage}_LINE_STRIDE", op.line_stride)
+            b.word("SDP_RDMA", f"D_{stage}_SURFACE_STRIDE", op.surf_stride)
+
+    if layer.y is not None and layer.y.lut is not None:
+        write_lut(b, "SDP", layer.y.lut)
+    b.reg("SDP", "D_DATA_CUBE_WIDTH", WIDTH=w - 1)
+    b.reg("SDP", "D_DATA_CUBE_HEIGHT", HEIGHT=h - 1)
+    b.reg("SDP", "D_DATA_CUBE_CHANNEL", CHANNEL=c - 1)
+    if dst is not None:
+        b.address("SDP", "D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH", dst.address)
+        b.word("SDP", "D_DST_LINE_STRIDE", dst.line_stride)
+        b.word("SDP", "D_DST_SURFACE_STRIDE", dst.surf_stride)
+    for kind in ("x1", "x2"):
+        _write_x_stage(b, kind, getattr(layer, kind))
+    _write_y_stage(b, layer.y)
+    b.reg("SDP", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
+          OUTPUT_DST="PDP" if pdp is not None else "MEM", WINOGRAD="OFF")
+    b.reg("SDP", "D_DST_DMA_CFG", DST_RAM_TYPE=dst.ram_type if dst is not None else 1)
+    b.reg("SDP", "D_DATA_FORMAT", PROC_PRECISION="INT8", OUT_PRECISION="INT8")
+    cvt = layer.out_cvt
+    b.word("SDP", "D_CVT_OFFSET", cvt.offset)
+    b.reg("SDP", "D_CVT_SCALE", CVT_SCALE=cvt.scale)
+    b.reg("SDP", "D_CVT_SHIFT", CVT_SHIFT=cvt.shift)
+    if pdp is not None:
+        pdp_layer, pdp_dst = pdp
+        plan = plan_pdp(b.hw, pdp_layer, shape, (pdp_dst.channels, pdp_dst.height, pdp_dst.width),
+                        flying=True)
+        write_pdp(b, plan, None, pdp_dst)
+
+
+def _write_x_stage(b: ProgramBuilder, kind: str, stage: XStage | None) -> None:
+    name = STAGE_REGS[kind][0]
+    if stage is None:
+        b.reg("SDP", f"D_DP_{name}_CFG", **{f"{name}_BYPASS": "YES", f"{name}_ALU_BYPASS": "YES",
+                                            f"{name}_MUL_BYPASS": "YES",
+                                            f"{name}_RELU_BYPASS": "YES"})
+        return
+    b.reg("SDP", f"D_DP_{name}_CFG", **{
+        f"{name}_BYPASS": "NO",
+        f"{name}_ALU_BYPASS": "NO" if stage.alu else "YES",
+        f"{name}_ALU_ALGO": ALU_ALGO[stage.alu] if stage.alu else "MAX",
+        f"{name}_MUL_BYPASS": "NO" if stage.mul else "YES",
+        f"{name}_MUL_PRELU": "YES" if stage.mul == "prelu" else "NO",
+        f"{name}_RELU_BYPASS": "NO" if stage.relu else "YES"})
+    if stage.alu:
+        b.reg("SDP", f"D_DP_{name}_ALU_CFG", **{
+            f"{name}_ALU_SRC": "MEM" if _is_memory(stage.alu_operand) else "REG",
+            f"{name}_ALU_SHIFT_VALUE": stage.alu_shift})
+        if not _is_memory(stage.alu_operand):
+            b.reg("SDP", f"D_DP_{name}_ALU_SRC_VALUE",
+                  **{f"{name}_ALU_OPERAND": int(stage.alu_operand)})
+    if stage.mul and not _is_memory(stage.mul_operand):
+        b.reg("SDP", f"D_DP_{name}_MUL_SRC_VALUE", **{f"{name}_MUL_OPERAND": int(stage.mul_operand)})
+    # The MUL shift applies even when MUL is bypassed (sdp.c writes MUL_CFG for every enabled stage).
+    b.reg("SDP", f"D_DP_{name}_MUL_CFG", **{
+        f"{name}_MUL_SRC": "MEM" if stage.mul and _is_memory(stage.mul_operand) else "REG",
+        f"{name}_MUL_SHIFT_VALUE": stage.mul_shift})
+
+
+def _write_y_stage(b: ProgramBuilder, stage: YStage | None) -> None:
+    if stage is None:
+        b.reg("SDP", "D_DP_EW_CFG", EW_BYPASS="YES", EW_ALU_BYPASS="YES", EW_MUL_BYPASS="YES",
+              EW_LUT_BYPASS="YES")
+        return
+    b.reg("SDP", "D_DP_EW_CFG", EW_BYPASS="NO",
+          EW_ALU_BYPASS="NO" if stage.alu else "YES",
+          EW_ALU_ALGO=ALU_ALGO[stage.alu] if stage.alu else "MAX",
+          EW_MUL_BYPASS="NO" if stage.mul else "YES",
+          EW_MUL_PRELU="YES" if stage.mul == "prelu" else "NO",
+          EW_LUT_BYPASS="NO" if stage.lut is not None else "YES")
+    parts = []
+    if stage.alu:
+        parts.append(("ALU", stage.alu_operand, stage.alu_cvt))
+    if stage.mul:
+        parts.append(("MUL", stage.mul_operand, stage.mul_cvt))
+    for part, operand, cvt in parts:
+        memory = _is_memory(operand)
+        b.reg("SDP", f"D_DP_EW_{part}_CFG", **{f"EW_{part}_SRC": "MEM" if memory else "REG",
+                                              f"EW_{part}_CVT_BYPASS": "NO" if cvt else "YES"})
+        if not memory:
+            b.word("SDP", f"D_DP_EW_{part}_SRC_VALUE", int(operand))
+        elif cvt is not None:
+            b.word("SDP", f"D_DP_EW_{part}_CVT_OFFSET_VALUE", cvt.offset)
+            b.reg("SDP", f"D_DP_EW_{part}_CVT_SCALE_VALUE", **{f"EW_{part}_CVT_SCALE": cvt.scale})
+            b.reg("SDP", f"D_DP_EW_{part}_CVT_TRUNCATE_VALUE",
+                  **{f"EW_{part}_CVT_TRUNCATE": cvt.shift})
+    b.reg("SDP", "D_DP_EW_TRUNCATE_VALUE", EW_TRUNCATE=stage.truncate)
+
+
+def emit_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, src: TensorPlacement,
+             dst: TensorPlacement | None, pdp: tuple[PdpLayer, TensorPlacement] | None = None) -> str:
+    """One SDP hardware layer reading `src` from memory, writing `dst` (or, with `pdp`, streaming
+    to PDP); returns its completion sync id."""
+    shape = (src.channels, src.height, src.width)
+    if dst is not None and (dst.channels, dst.height, dst.width) != shape:
+        raise NvdlaSimError(f"{layer.name}: SDP keeps the cube size; {src.name} is "
+                            f"{'x'.join(map(str, shape))}, {dst.name} "
+                            f"{dst.channels}x{dst.height}x{dst.width}")
+    if (dst is None) == (pdp is None):
+        raise NvdlaSimError(f"{layer.name}: give either a destination or a PDP layer")
+    units = ["SDP_RDMA", "SDP"] + (["PDP"] if pdp else [])
+    groups = b.begin_layer(layer.name, units)
+    write_sdp(b, alloc, layer, shape, src, dst, pdp)
+    b.enable("SDP_RDMA")
+    if pdp is not None:
+        b.enable("PDP")
+    b.enable("SDP")
+    done = [b.intr_notify("SDP", groups["SDP"])]
+    if pdp is not None:
+        done.append(b.intr_notify("PDP", groups["PDP"]))
+    b.end_layer(*done)
+    return done[-1]

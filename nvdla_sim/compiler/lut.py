@@ -1,0 +1,189 @@
+"""Lookup tables of SDP and CDP: the register-level description, how the firmware loads it, and
+table designs for INT8 (LRN on CDP, sigmoid and tanh on SDP).
+
+The NVDLA software ships no INT8 tables (umd LutManager.cpp: "Empty INT8 LRN/Sigmoid LUT"), so the
+designs below are this project's own, in NVDLA terms:
+- LO table (257 entries, linear index): covers the whole input range of interest,
+  entry i = f(LO_START + i * 2^LO_INDEX_SELECT) scaled to int16; between entries the hardware
+  interpolates linearly (reference map 5.7 / 5.9);
+- LE table (65 entries): exponent mode for CDP (entry i = f(2^i), a fallback for inputs above the
+  LO range), linear and never chosen for SDP;
+- priorities make LO win whenever it hits (HYBRID = LO) and under/overflow clamp to the table ends
+  (slopes 0).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ..errors import NvdlaSimError
+from .emit import ProgramBuilder
+
+LE_ENTRIES, LO_ENTRIES = 65, 257
+INT16_MAX = (1 << 15) - 1
+
+
+@dataclass(frozen=True)
+class Slope:
+    """Under/overflow slope: value beyond the table end = end entry + (x - edge) * scale >> shift."""
+    scale: int = 0
+    shift: int = 0
+
+
+@dataclass(frozen=True)
+class Lut:
+    le_table: tuple[int, ...]
+    lo_table: tuple[int, ...]
+    le_function: str = "EXPONENT"          # or "LINEAR"
+    le_index_offset: int = 0               # exponent mode
+    le_index_select: int = 0               # linear mode
+    lo_index_select: int = 0
+    le_start: int = 0
+    le_end: int = 0
+    lo_start: int = 0
+    lo_end: int = 0
+    le_uflow: Slope = field(default_factory=Slope)
+    le_oflow: Slope = field(default_factory=Slope)
+    lo_uflow: Slope = field(default_factory=Slope)
+    lo_oflow: Slope = field(default_factory=Slope)
+    uflow_priority: str = "LE"             # "LE" or "LO"
+    oflow_priority: str = "LE"
+    hybrid_priority: str = "LE"
+
+    def __post_init__(self):
+        if len(self.le_table) != LE_ENTRIES or len(self.lo_table) != LO_ENTRIES:
+            raise NvdlaSimError(f"LUT tables need {LE_ENTRIES} LE and {LO_ENTRIES} LO entries, "
+                                f"got {len(self.le_table)} and {len(self.lo_table)}")
+        for v in self.le_table + self.lo_table:
+            if not -(1 << 15) <= v <= INT16_MAX:
+                raise NvdlaSimError(f"LUT entry {v} does not fit int16")
+
+
+def constant_lut(value: int) -> Lut:
+    """Every entry `value`, slopes 0: the LUT returns `value` whatever its input."""
+    return Lut((value,) * LE_ENTRIES, (value,) * LO_ENTRIES)
+
+
+def write_lut(b: ProgramBuilder, unit: str, lut: Lut) -> None:
+    """Load `lut` into SDP or CDP in the order of the firmware's update_lut (common.c)."""
+    for table_id, table in (("LE", lut.le_table), ("LO", lut.lo_table)):
+        b.reg(unit, "S_LUT_ACCESS_CFG", LUT_TABLE_ID=table_id, LUT_ACCESS_TYPE="WRITE")
+        for entry in table:
+            b.reg(unit, "S_LUT_ACCESS_DATA", LUT_DATA=int(entry))
+    b.reg(unit, "S_LUT_CFG", LUT_LE_FUNCTION=lut.le_function,
+          LUT_HYBRID_PRIORITY=lut.hybrid_priority, LUT_UFLOW_PRIORITY=lut.uflow_priority,
+          LUT_OFLOW_PRIORITY=lut.oflow_priority)
+    if lut.le_function == "EXPONENT":
+        b.reg(unit, "S_LUT_INFO", LUT_LE_INDEX_OFFSET=lut.le_index_offset,
+              LUT_LO_INDEX_SELECT=lut.lo_index_select)
+    else:
+        b.reg(unit, "S_LUT_INFO", LUT_LE_INDEX_SELECT=lut.le_index_select,
+              LUT_LO_INDEX_SELECT=lut.lo_index_select)
+    wide = unit == "CDP"        # CDP starts/ends are 38-bit (LOW word + HIGH[5:0]); SDP's 32-bit
+    for name, value in (("LE_START", lut.le_start), ("LE_END", lut.le_end),
+                        ("LO_START", lut.lo_start), ("LO_END", lut.lo_end)):
+        if wide:
+            if not -(1 << 37) <= value < (1 << 37):
+                raise NvdlaSimError(f"CDP LUT {name} {value} does not fit 38 bits")
+            b.word(unit, f"S_LUT_{name}_LOW", value & 0xFFFFFFFF)
+            b.reg(unit, f"S_LUT_{name}_HIGH", **{f"LUT_{name}_HIGH": (value >> 32) & 0x3F})
+        else:
+            if not -(1 << 31) <= value < (1 << 31):
+                raise NvdlaSimError(f"SDP LUT {name} {value} does not fit 32 bits")
+            b.word(unit, f"S_LUT_{name}", value)
+    for table, uflow, oflow in (("LE", lut.le_uflow, lut.le_oflow),
+                                ("LO", lut.lo_uflow, lut.lo_oflow)):
+        b.reg(unit, f"S_LUT_{table}_SLOPE_SCALE", **{f"LUT_{table}_SLOPE_UFLOW_SCALE": uflow.scale,
+                                                     f"LUT_{table}_SLOPE_OFLOW_SCALE": oflow.scale})
+        b.reg(unit, f"S_LUT_{table}_SLOPE_SHIFT", **{f"LUT_{table}_SLOPE_UFLOW_SHIFT": uflow.shift,
+                                                     f"LUT_{table}_SLOPE_OFLOW_SHIFT": oflow.shift})
+
+
+def _int16(values: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(v) for v in np.clip(np.rint(values), -(1 << 15), INT16_MAX))
+
+
+def index_select_for(span: float, entries: int) -> int:
+    """Smallest INDEX_SELECT >= 0 with (entries - 1) * 2^select >= span."""
+    select = 0
+    while (entries - 1) * (1 << select) < span:
+        select += 1
+    return select
+
+
+# -- CDP: local response normalisation -------------------------------------------------------
+@dataclass(frozen=True)
+class LrnLutDesign:
+    lut: Lut
+    entry_lsb: float         # real value of one unit of a table entry (2^-table_bits)
+    max_square_sum: int
+
+
+def lrn_lut(local_size: int, alpha: float, beta: float, k: float, in_scale: float,
+            max_input: int = 128) -> LrnLutDesign:
+    """f(ss) = (k + alpha/n * ss * in_scale^2)^-beta over the integer square sums ss of an INT8
+    input (|x| <= max_input) -- the factor LRN multiplies each input by."""
+    if k <= 0 and beta > 0:
+        raise NvdlaSimError(f"LRN k={k} must be > 0")
+    coeff = alpha / local_size * in_scale * in_scale
+
+    def f(ss):
+        return np.power(k + coeff * np.asarray(ss, np.float64), -beta)
+
+    max_ss = local_size * max_input * max_input
+    f_max = float(max(f(0), f(max_ss)))
+    bits = 0
+    while bits < 30 and f_max * (1 << (bits + 1)) <= INT16_MAX:
+        bits += 1
+    scale = float(1 << bits)
+    lo_select = index_select_for(max_ss, LO_ENTRIES)
+    lo_points = np.arange(LO_ENTRIES, dtype=np.float64) * (1 << lo_select)
+    le_points = np.power(2.0, np.arange(LE_ENTRIES, dtype=np.float64))
+    lut = Lut(le_table=_int16(f(le_points) * scale), lo_table=_int16(f(lo_points) * scale),
+              le_function="EXPONENT", le_index_offset=0, lo_index_select=lo_select,
+              le_start=0, le_end=0, lo_start=0, lo_end=int(lo_points[-1]),
+              uflow_priority="LO", oflow_priority="LE", hybrid_priority="LO")
+    return LrnLutDesign(lut, 1.0 / scale, max_ss)
+
+
+# -- SDP: sigmoid and tanh through the LO table ----------------------------------------------
+@dataclass(frozen=True)
+class ActivationLutDesign:
+    lut: Lut
+    entry_lsb: float         # real value of one unit of a table entry
+
+
+ACTIVATIONS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float]] = {
+    # function, half-width of the input range where it is not yet flat (to within 2^-12)
+    "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), 8.5),
+    "tanh": (np.tanh, 4.5),
+}
+
+
+def activation_lut(function: str, in_scale: float,
+                   int_range: tuple[int, int] | None = None) -> ActivationLutDesign:
+    """A table for sigmoid/tanh of an int32 SDP value x whose real value is x * in_scale: LO
+    linear over the inputs where the function is not flat (or `int_range`), ends clamped."""
+    if function not in ACTIVATIONS:
+        raise NvdlaSimError(f"no LUT design for '{function}' (known: {', '.join(ACTIVATIONS)})")
+    fn, half_width = ACTIVATIONS[function]
+    if int_range is None:
+        reach = int(math.ceil(half_width / in_scale))
+        int_range = (-reach, reach)
+    lo, hi = int_range
+    select = index_select_for(hi - lo, LO_ENTRIES)
+    start = (lo + hi) // 2 - (LO_ENTRIES - 1) // 2 * (1 << select)
+    end = start + (LO_ENTRIES - 1) * (1 << select)
+    if start < -(1 << 31) or end >= (1 << 31):
+        raise NvdlaSimError(f"{function}: input range {int_range} does not fit the 32-bit LUT")
+    points = (start + np.arange(LO_ENTRIES, dtype=np.float64) * (1 << select)) * in_scale
+    table = _int16(fn(points) * INT16_MAX)
+    # LE: linear, starting above every input so it always underflows and LO decides.
+    lut = Lut(le_table=(0,) * LE_ENTRIES, lo_table=table, le_function="LINEAR",
+              le_index_select=0, lo_index_select=select, le_start=(1 << 31) - 1,
+              le_end=(1 << 31) - 1, lo_start=start, lo_end=end,
+              uflow_priority="LO", oflow_priority="LO", hybrid_priority="LO")
+    return ActivationLutDesign(lut, 1.0 / INT16_MAX)
