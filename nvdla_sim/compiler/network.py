@@ -22,8 +22,9 @@ class Shape:
 @dataclass
 class Op:
     name: str
-    kind: str                     # conv, fc, pool, lrn, add, concat, relu, prelu, sigmoid, tanh,
-                                  # batchnorm, softmax, flatten
+    kind: str                     # conv, fc, pool, lrn, add, mul, max, min, concat, relu, prelu,
+                                  # clip, sigmoid, tanh, batchnorm (per-channel affine), softmax,
+                                  # flatten
     inputs: list[str]
     attrs: dict = field(default_factory=dict)
 
@@ -45,6 +46,27 @@ class Network:
     @property
     def output(self) -> str:
         return self.ops[-1].name if self.ops else self.input_name
+
+    @property
+    def outputs(self) -> list[str]:
+        """Tensors nothing consumes (the network's results), in op order."""
+        used = {i for op in self.ops for i in op.inputs}
+        return [op.name for op in self.ops if op.name not in used] or [self.input_name]
+
+    def op(self, name: str) -> Op:
+        for o in self.ops:
+            if o.name == name:
+                return o
+        raise KeyError(name)
+
+    def consumers(self) -> dict[str, list[Op]]:
+        """Tensor name -> the ops reading it, in op order."""
+        out: dict[str, list[Op]] = {self.input_name: []}
+        for o in self.ops:
+            out.setdefault(o.name, [])
+            for i in o.inputs:
+                out[i].append(o)
+        return out
 
     def add(self, kind: str, name: str, inputs: list[str] | str, **attrs) -> str:
         inputs = [inputs] if isinstance(inputs, str) else list(inputs)
@@ -116,7 +138,7 @@ def infer_shape(op: Op, ins: list[Shape]) -> Shape:
         if any((s.h, s.w) != (x.h, x.w) for s in ins):
             raise ValueError(f"layer '{op.name}': concat inputs differ in height/width")
         return Shape(sum(s.c for s in ins), x.h, x.w)
-    if k in ("add", "mul"):
+    if k in ("add", "mul", "max", "min"):
         if any(s != x for s in ins):
             raise ValueError(f"layer '{op.name}': element-wise inputs differ in shape")
         return x

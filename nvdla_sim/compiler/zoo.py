@@ -18,9 +18,13 @@ def lenet5() -> Network:
 
 
 def alexnet() -> Network:
-    """AlexNet (Caffe, two groups in conv2/4/5 as the estimator's split rows)."""
+    """AlexNet (Caffe, two groups in conv2/4/5 as the estimator's split rows).
+
+    The estimator lists conv1 as 224x224 in, 55x55 out with an 11x11 stride-4 kernel; Caffe gets 55
+    from a 227x227 input.  We keep the estimator's 224x224 input and pad by 2 (which the estimator's
+    'Zero Padding' column omits) so that every later shape and MAC count matches its rows."""
     n = Network("alexnet", "data", Shape(3, 224, 224))
-    x = n.conv("conv1", "data", 96, 11, stride=4, relu=True)
+    x = n.conv("conv1", "data", 96, 11, stride=4, pad=2, relu=True)
     x = n.add("lrn", "norm1", x, size=5, alpha=1e-4, beta=0.75, k=1.0)
     x = n.pool("pool1", x, "max", 3, 2)
     x = n.conv("conv2", x, 256, 5, pad=2, groups=2, relu=True)

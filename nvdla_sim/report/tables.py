@@ -1,0 +1,255 @@
+"""Per-layer report of a scenario run: console table, JSON and CSV.
+
+One row per network layer as the DLA runs it (a convolution with its fused bias, batch norm, ReLU,
+element-wise and pooling is one row; its hardware layers are listed).  Columns: hardware layers,
+cycles (first start to last end of the row's hardware layers), MAC utilisation (useful MACs over
+cycles x the preset's MACs), DRAM bytes read + written, the bound, and in values mode the SQNR and
+max abs error of the row's INT8 output against the float32 reference.
+
+Bound (per row): what lowering reports for its longest hardware layer, else MAC when the row's ideal
+MAC cycles (MACs / MAC array size) are at least its DRAM cycles (bytes at the scenario's GB/s),
+memory otherwise -- CBUF instead of memory when a hardware layer had to fetch data or weights again
+because they did not fit the convolution buffer.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..compiler.hwlayers import HwPlan, LayerTiming, PlanResult
+from ..scenario.reference import sqnr_db
+
+# The NVDLA performance estimator's DRAM-only totals (2048 MACs, 1 GHz, 10 GB/s, no CVSRAM).
+ESTIMATOR_MS = {"resnet50": 7.11, "googlenet": 1.222, "alexnet": 0.895}
+ESTIMATOR_CONFIG = "NVDLA performance estimator, 2048 MACs, 1 GHz, 10 GB/s DRAM, no CVSRAM"
+
+
+@dataclass
+class LayerRow:
+    layer: str
+    ops: list[str]
+    hw_layers: list[str]
+    kinds: str                         # hardware layers by kind, e.g. conv+pdp, 2conv+2pdp
+    device: str                        # DLA / GPU
+    macs: int
+    cycles: float | None = None
+    mac_util: float | None = None
+    dram_bytes: int | None = None
+    bound: str | None = None
+    sqnr_db: float | None = None
+    max_abs_err: float | None = None
+    note: str = ""
+
+
+@dataclass
+class Report:
+    scenario: str
+    network: str
+    hardware: str
+    macs_per_cycle: int
+    clock_mhz: float
+    dram_gbps: float
+    cvsram_bytes: int
+    mode: str
+    rows: list[LayerRow] = field(default_factory=list)
+    total_cycles: float | None = None
+    estimator_ms: float | None = None
+
+    @property
+    def total_macs(self) -> int:
+        return sum(r.macs for r in self.rows if r.device == "DLA")
+
+    @property
+    def total_dram_bytes(self) -> int | None:
+        vals = [r.dram_bytes for r in self.rows if r.dram_bytes is not None]
+        return sum(vals) if vals else None
+
+    @property
+    def ms(self) -> float | None:
+        return None if self.total_cycles is None else self.total_cycles / (self.clock_mhz * 1e3)
+
+    @property
+    def fps(self) -> float | None:
+        return None if not self.ms else 1000.0 / self.ms
+
+    @property
+    def lowest_sqnr(self) -> tuple[str, float] | None:
+        vals = [(r.layer, r.sqnr_db) for r in self.rows if r.sqnr_db is not None]
+        return min(vals, key=lambda v: v[1]) if vals else None
+
+    def to_json(self) -> dict:
+        out = {k: v for k, v in asdict(self).items() if k != "rows"}
+        out.update(total_macs=self.total_macs, total_dram_bytes=self.total_dram_bytes, ms=self.ms,
+                   fps=self.fps, lowest_sqnr=self.lowest_sqnr)
+        out["rows"] = [_clean(asdict(r)) for r in self.rows]
+        return _clean(out)
+
+
+def _clean(d):
+    """JSON has no inf/nan: write them as strings."""
+    if isinstance(d, dict):
+        return {k: _clean(v) for k, v in d.items()}
+    if isinstance(d, (list, tuple)):
+        return [_clean(v) for v in d]
+    if isinstance(d, float) and not math.isfinite(d):
+        return str(d)
+    return d
+
+
+def classify_bound(timing: LayerTiming, macs: int, macs_per_cycle: int, bytes_per_cycle: float) -> str:
+    if timing.bound:
+        return timing.bound
+    mac_cycles = macs / macs_per_cycle
+    dram = timing.dram_read_bytes + timing.dram_write_bytes
+    mem_cycles = dram / bytes_per_cycle if bytes_per_cycle else 0.0
+    if mem_cycles > mac_cycles:
+        return "CBUF" if timing.cbuf_refetch else "memory"
+    return "MAC"
+
+
+def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanResult | None = None,
+               reference: dict | None = None, values: dict | None = None) -> list[LayerRow]:
+    hw = plan.hw
+    timing = {t.name: t for t in result.layers} if result else {}
+    bytes_per_cycle = dram_gbps * 1e9 / (clock_mhz * 1e6)
+    rows = []
+    for row in plan.rows:
+        layers = plan.layers_of_row(row)
+        counts: dict[str, int] = {}
+        for layer in layers:
+            counts[layer.kind] = counts.get(layer.kind, 0) + 1
+        kinds = [f"{n}{k}" if n > 1 else k for k, n in counts.items()]
+        ops = []
+        for layer in layers:
+            ops += [o for o in layer.ops if o not in ops]
+        device = "GPU" if all(layer.kind == "gpu" for layer in layers) else "DLA"
+        r = LayerRow(row, ops, [layer.name for layer in layers], "+".join(kinds), device,
+                     sum(layer.macs for layer in layers))
+        notes = [n for layer in layers for n in layer.notes]
+        if device == "GPU":
+            notes.insert(0, "GPU fallback: " + "; ".join(layer.reason for layer in layers))
+        r.note = "; ".join(notes)
+        ts = [timing[layer.name] for layer in layers if layer.name in timing]
+        if ts and device == "DLA":
+            r.cycles = max(t.end_cycle for t in ts) - min(t.start_cycle for t in ts)
+            r.dram_bytes = sum(t.dram_read_bytes + t.dram_write_bytes for t in ts)
+            if r.cycles > 0:
+                r.mac_util = r.macs / (r.cycles * hw.macs)
+            told = [t for t in ts if t.bound]
+            whole = LayerTiming(row, 0, r.cycles, r.dram_bytes, 0,
+                                bound=max(told, key=lambda t: t.cycles).bound if told else None,
+                                cbuf_refetch=any(t.cbuf_refetch for t in ts))
+            r.bound = classify_bound(whole, r.macs, hw.macs, bytes_per_cycle)
+        out_tensor = ops[-1]
+        if reference is not None and values is not None and out_tensor in values:
+            ref = reference[out_tensor]
+            got = values[out_tensor]
+            r.sqnr_db = sqnr_db(ref, got)
+            r.max_abs_err = float(abs(ref.astype("float64") - got).max())
+        rows.append(r)
+    return rows
+
+
+def build_report(prep, result: PlanResult | None, values: dict | None = None) -> Report:
+    """The report of a prepared scenario (`result` None: the compile-only view, no timing)."""
+    scn = prep.scenario
+    rep = Report(scn.name, prep.network.name, scn.hardware.name, scn.hardware.macs, scn.clock_mhz,
+                 scn.memory.dram_gbps, scn.memory.cvsram_bytes, scn.mode)
+    rep.rows = build_rows(prep.plan, scn.clock_mhz, scn.memory.dram_gbps, result, prep.reference, values)
+    rep.total_cycles = result.total_cycles if result else None
+    if scn.network.source == "builtin":
+        rep.estimator_ms = ESTIMATOR_MS.get(scn.network.builtin)
+    return rep
+
+
+def _fmt(v, spec: str, none: str = "-") -> str:
+    if v is None:
+        return none
+    if isinstance(v, float) and not math.isfinite(v):
+        return "inf" if v > 0 else "-inf"
+    return format(v, spec)
+
+
+def format_console(rep: Report) -> str:
+    head = (f"{rep.scenario}: {rep.network} on {rep.hardware} ({rep.macs_per_cycle} MACs), "
+            f"{rep.clock_mhz:g} MHz, DRAM {rep.dram_gbps:g} GB/s, "
+            f"{'CVSRAM ' + str(rep.cvsram_bytes) + ' B' if rep.cvsram_bytes else 'no CVSRAM'}, {rep.mode}")
+    width = max([len("layer")] + [len(r.layer) for r in rep.rows])
+    cols = (f"{'layer':<{width}}  {'hw layers':<14} {'MMACs':>9} {'cycles':>10} {'MAC%':>6} "
+            f"{'DRAM KB':>9} {'bound':<7} {'SQNR dB':>8} {'max err':>9}")
+    lines = [head, cols, "-" * len(cols)]
+    for r in rep.rows:
+        hwl = "GPU" if r.device == "GPU" else r.kinds
+        lines.append(
+            f"{r.layer:<{width}}  {hwl:<14} {r.macs / 1e6:>9.2f} {_fmt(r.cycles, '>10.0f'):>10} "
+            f"{_fmt(None if r.mac_util is None else 100 * r.mac_util, '>6.1f'):>6} "
+            f"{_fmt(None if r.dram_bytes is None else r.dram_bytes / 1024, '>9.1f'):>9} "
+            f"{_fmt(r.bound, '<7'):<7} {_fmt(r.sqnr_db, '>8.1f'):>8} {_fmt(r.max_abs_err, '>9.4f'):>9}"
+            + (f"  {r.note}" if r.note else ""))
+    lines.append("-" * len(cols))
+    gpu = sum(r.device == "GPU" for r in rep.rows)
+    total = f"total: {rep.total_macs / 1e9:.3f} GMAC on the DLA"
+    if rep.total_cycles is not None:
+        total += (f", {rep.total_cycles:.0f} cycles = {rep.ms:.3f} ms at {rep.clock_mhz:g} MHz "
+                  f"= {rep.fps:.1f} fps")
+        if rep.total_dram_bytes is not None:
+            total += f", DRAM {rep.total_dram_bytes / 2**20:.1f} MiB"
+    if gpu:
+        total += f" ({gpu} GPU-fallback layer{'s' if gpu > 1 else ''} not in DLA time)"
+    lines.append(total)
+    if rep.lowest_sqnr:
+        lines.append(f"lowest layer SQNR: {rep.lowest_sqnr[1]:.1f} dB ({rep.lowest_sqnr[0]})")
+    if rep.estimator_ms is not None:
+        lines.append(f"{ESTIMATOR_CONFIG}: {rep.estimator_ms} ms")
+    return "\n".join(lines)
+
+
+CSV_COLUMNS = ("layer", "device", "kinds", "hw_layers", "macs", "cycles", "mac_util", "dram_bytes",
+               "bound", "sqnr_db", "max_abs_err", "note")
+
+
+def write_csv(rep: Report, path: Path) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for r in rep.rows:
+            d = asdict(r)
+            d["hw_layers"] = " ".join(r.hw_layers)
+            w.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
+
+
+def write_json(rep: Report, path: Path) -> None:
+    path.write_text(json.dumps(rep.to_json(), indent=1) + "\n")
+
+
+def write_reports(rep: Report, prep, result: PlanResult | None, out_dir: Path) -> list[Path]:
+    """Console table, JSON, CSV and plots as the scenario's `outputs` asks; returns files written."""
+    spec = prep.scenario.outputs
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    if "console" in spec.formats:
+        print(format_console(rep))
+    if "json" in spec.formats:
+        written.append(out_dir / "report.json")
+        write_json(rep, written[-1])
+    if "csv" in spec.formats:
+        written.append(out_dir / "report.csv")
+        write_csv(rep, written[-1])
+    if spec.plots and rep.total_cycles is not None:
+        from .plots import plot_layer_cycles
+        written.append(out_dir / "layer_cycles.png")
+        plot_layer_cycles(rep, written[-1])
+    if spec.timeline and result is not None and result.engine_result is not None:
+        from .timeline import plot_utilization, write_trace_events
+        er = result.engine_result
+        engine = er.engine
+        transfers = engine.mcif.transfers + (engine.cvif.transfers if engine.cvif else [])
+        written.append(out_dir / "timeline.trace.json")
+        write_trace_events(engine.activity, transfers, written[-1], rep.clock_mhz, rep.scenario)
+        written.append(out_dir / "timeline.png")
+        plot_utilization(engine.activity, transfers, written[-1], result.total_cycles, rep.scenario)
+    return written

@@ -1,0 +1,353 @@
+"""INT8 quantisation: per-tensor scales calibrated on the input, and every hardware layer's integer
+parameters expressed as what the NVDLA datapath can do.
+
+Notation: a tensor T holds int8 q_T with real value s_T * q_T (symmetric, s_T = amax_T / 127 where
+amax_T is the largest |value| of T in the float reference run on the scenario's input, or a
+percentile of |T|).  Tensors that the DLA cannot rescale between share one scale: a pooling's input
+and output (PDP has no output scaling), a concatenation and its inputs (address placement), and a
+flatten and its source.
+
+Convolution layer (CDMA -> CMAC -> CACC -> SDP), input scale s_x:
+  weights      q_w[k] = round(w[k] / s_w[k]),  s_w[k] = max|w[k]| / 127 (per kernel) or one s_w for
+               the whole layer (`per_tensor`)
+  CACC         acc = sat32(round(sum q_x*q_w / 2^t)), CLIP_TRUNCATE t = the smallest shift for which
+               127 * max_k sum|q_w[k]| fits 31 bits (0 for every built-in network)
+               -> units u0[k] = s_x * s_w[k] * 2^t
+  SDP X1 (BS)  ALU  SUM, per-kernel int16 operand b16[k] shifted left by ALU_SHIFT a:
+                    b16[k] * 2^a = round(bias[k] / u0[k])
+               MUL  per-kernel int16 m[k] (or one register value), MUL_SHIFT n:
+                    m[k] / 2^n = u0[k] / u1, then ReLU if fused
+  SDP X2 (BN)  element-wise add/max/min: per-element operand q_T (int8 from memory) << ALU_SHIFT F,
+                    which is why X1 targets u1 = s_T / 2^F;  then MUL m2 / 2^n2 = u1 / u2 (register)
+               PReLU: MUL_PRELU, per-kernel slope16[k] / 2^n = slope[k] (positive values pass);
+               element-wise product: MUL by q_T, then >> n2 (u2 = u1 * s_T * 2^n2);
+               affine (a batch norm that could not be folded): ALU per-kernel round(b/(u1*sc)),
+                    MUL per-kernel u1*sc/u2
+  SDP Y (EW)   sigmoid/tanh through the LUT: X stages bring the value to units 2^-12; the table is
+               compiler/lut.activation_lut's (entries in units of its entry_lsb)
+  SDP C        CVT_OFFSET 0, CVT_SCALE / 2^CVT_SHIFT = u_last / s_out, saturated to int8
+An SDP layer reading a tensor from memory is the same with u0 = s_in (one value for all channels).
+F (fraction bits kept between stages) is 8, reduced when the stage's calibrated range would not fit
+31 bits; when X1 is the only stage it targets s_out directly (u1 = s_out, C is the identity), so a
+plain convolution rounds once.
+
+Multiplier/shift pairs take the largest shift for which the int16 multiplier still fits
+(emit.fixed_multiplier), i.e. at least 14 significant bits; per-kernel multipliers share the shift
+of the largest.  Float -> integer conversions here round half away from zero.
+
+PDP: the same scale in and out (emit_pdp.PdpLayer, zero pad value: real 0 is q 0).
+CDP (LRN): emit_cdp.lrn_layer with the calibrated input and output scales (identity input
+converter, LUT of (k + alpha/n * s_x^2 * ss)^-beta, output converter to s_y).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..compiler.emit import IDENTITY, Converter, fixed_multiplier
+from ..compiler.emit_cdp import CdpLayer, lrn_layer
+from ..compiler.emit_pdp import PdpLayer
+from ..compiler.emit_sdp import SdpLayer, XStage, YStage
+from ..compiler.hwlayers import HwLayer, HwPlan, PostOp
+from ..compiler.lut import activation_lut
+from ..errors import NvdlaSimError
+
+INT16_MAX = 32767
+FRACTION_BITS = 8
+LUT_IN_SHIFT = 12        # SDP LUT input units: 2^-12 of a real value
+
+
+def round_away(v) -> np.ndarray:
+    """Float -> nearest integer, ties away from zero (as the datapath rounds), as int64."""
+    v = np.asarray(v, np.float64)
+    return np.trunc(v + np.copysign(0.5, v)).astype(np.int64)
+
+
+def quantize_tensor(x: np.ndarray, scale: float) -> np.ndarray:
+    """Float tensor -> int8 with real = scale * q (saturating)."""
+    return np.clip(round_away(np.asarray(x, np.float64) / scale), -128, 127).astype(np.int8)
+
+
+def dequantize(q: np.ndarray, scale: float) -> np.ndarray:
+    return q.astype(np.float32) * np.float32(scale)
+
+
+def _shared_shift(ratios) -> tuple[np.ndarray, int]:
+    """int16 multipliers m and one right shift n with m / 2^n ~ ratios: n is the largest shift
+    for which the largest ratio still fits int16 (emit.fixed_multiplier), the others use it too."""
+    r = np.atleast_1d(np.asarray(ratios, np.float64))
+    top = float(np.max(np.abs(r))) if r.size else 0.0
+    if top == 0.0:
+        return np.zeros(r.shape, np.int64), 0
+    _, n = fixed_multiplier(top)
+    return round_away(r * 2.0 ** n), n
+
+
+def int16_with_left_shift(values, max_shift: int = 63) -> tuple[np.ndarray, int]:
+    """int16 operands v16 and one left shift a with v16 * 2^a ~ values (the X ALU operand form)."""
+    v = np.atleast_1d(np.asarray(values, np.float64))
+    top = float(np.max(np.abs(v))) if v.size else 0.0
+    a = 0
+    while top / 2.0 ** a > INT16_MAX and a < max_shift:
+        a += 1
+    return np.clip(round_away(v / 2.0 ** a), -INT16_MAX - 1, INT16_MAX), a
+
+
+# --------------------------------------------------------------------------------------------------
+# Integer parameters per hardware layer.  SDP, PDP and CDP parameters use the lowering's own types
+# (compiler/emit_sdp.py XStage / YStage / SdpLayer, emit.Converter, emit_pdp.PdpLayer,
+# emit_cdp.CdpLayer); a per-element operand is given as a hwlayers.TensorRef, which lowering
+# replaces by the operand's TensorPlacement.
+
+@dataclass
+class ConvQuant:
+    weight: np.ndarray = field(repr=False)     # int8 (K, C, R, S)
+    weight_scale: np.ndarray = field(repr=False)   # float (K,)
+    in_scale: float = 1.0
+    clip_truncate: int = 0                     # CACC CLIP_TRUNCATE
+    sdp: SdpLayer | None = None
+    units: list[float] = field(default_factory=list)   # real value of one unit after each stage
+
+
+@dataclass
+class QuantConfig:
+    weights: str = "per_kernel"                # per_kernel / per_tensor
+    calibration: str = "max"                   # max / percentile
+    percentile: float = 99.99
+
+
+@dataclass
+class Calibration:
+    amax: dict[str, float]                     # every tensor's calibrated range
+    scales: dict[str, float]                   # every tensor's int8 scale (after sharing)
+    groups: dict[str, str]                     # tensor -> representative of its scale group
+
+
+# --------------------------------------------------------------------------------------------------
+# Calibration
+
+def _find(parent: dict, x: str) -> str:
+    while parent[x] != x:
+        parent[x] = parent[parent[x]]
+        x = parent[x]
+    return x
+
+
+def calibrate(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig) -> Calibration:
+    """Scales of every tensor from the float reference `values`, with the sharing rules."""
+    net = plan.network
+    amax: dict[str, float] = {}
+    for name, v in values.items():
+        a = np.abs(v)
+        if cfg.calibration == "percentile" and a.size > 1:
+            amax[name] = float(np.percentile(a, cfg.percentile))
+        else:
+            amax[name] = float(a.max()) if a.size else 0.0
+    for op in net.ops:
+        if op.kind == "clip" and op.attrs.get("max") is not None:
+            amax[op.name] = float(op.attrs["max"])   # the ceiling is the int8 saturation point
+    parent = {name: name for name in values}
+
+    def union(a: str, b: str) -> None:
+        ra, rb = _find(parent, a), _find(parent, b)
+        if ra != rb:
+            parent[rb] = ra
+
+    for op in net.ops:
+        if not plan.tensors[op.name].on_dla:
+            continue
+        if op.kind == "pool" or op.kind == "flatten":
+            union(op.name, op.inputs[0])
+        elif op.kind == "concat":
+            for i in op.inputs:
+                union(op.name, i)
+    group_amax: dict[str, float] = {}
+    for name in values:
+        r = _find(parent, name)
+        group_amax[r] = max(group_amax.get(r, 0.0), amax[name])
+    scales, groups = {}, {}
+    for name in values:
+        r = _find(parent, name)
+        groups[name] = r
+        a = group_amax[r]
+        scales[name] = (a if a > 0 else 1.0) / 127.0
+    return Calibration(amax, scales, groups)
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-layer parameters
+
+def _fraction_bits(units_scale: float, amax: float) -> int:
+    """Fraction bits F such that amax / (units_scale / 2^F) stays below 2^30."""
+    if amax <= 0:
+        return FRACTION_BITS
+    head = math.floor(math.log2(2.0 ** 30 * units_scale / amax))
+    return max(0, min(FRACTION_BITS, head))
+
+
+def _converter(ratio: float) -> Converter:
+    if abs(ratio - 1.0) < 1e-12:
+        return IDENTITY
+    scale, shift = fixed_multiplier(ratio)
+    return Converter(0, scale, shift)
+
+
+def _operand(values: np.ndarray, per_kernel: bool):
+    """A per-kernel operand array, or one register value when all kernels share it."""
+    return values.astype(np.int64) if per_kernel else int(values[0])
+
+
+class _LayerQuantizer:
+    def __init__(self, plan: HwPlan, cal: Calibration, cfg: QuantConfig):
+        self.plan, self.cal, self.cfg = plan, cal, cfg
+
+    def scale(self, tensor: str) -> float:
+        return self.cal.scales[tensor]
+
+    def amax(self, tensor: str | None) -> float:
+        return self.cal.amax.get(tensor, 0.0) if tensor else 0.0
+
+    def conv(self, layer: HwLayer) -> ConvQuant:
+        c = layer.conv
+        k = c.weight.shape[0]
+        per_k = np.abs(c.weight.reshape(k, -1)).max(axis=1).astype(np.float64)
+        if self.cfg.weights == "per_tensor":
+            per_k = np.full(k, per_k.max())
+        s_w = np.where(per_k > 0, per_k, 1.0) / 127.0
+        v = c.weight / s_w.astype(np.float32)[:, None, None, None]   # float32: big FC layers
+        q_w = np.clip(np.trunc(v + np.copysign(np.float32(0.5), v)), -127, 127).astype(np.int8)
+        bound = 127 * int(np.abs(q_w.reshape(k, -1)).sum(axis=1, dtype=np.int64).max(initial=0))
+        t = max(0, bound.bit_length() - 31)
+        s_x = self.scale(self._input_tensor(layer))
+        u0 = s_x * s_w * 2.0 ** t
+        sdp, units = self.sdp(layer, u0, conv_out=layer.ops[0])
+        return ConvQuant(q_w, s_w, s_x, t, sdp, units)
+
+    def _input_tensor(self, layer: HwLayer) -> str:
+        """The logical tensor a layer reads (for its scale): its first op's main input."""
+        op = self.plan.network.op(layer.ops[0])
+        name = op.inputs[0]
+        t = self.plan.tensors[name]
+        if op.kind == "fc" and t.alias_of is not None and not t.materialised:
+            return t.alias_of
+        if layer.kind == "sdp" and op.kind in ("add", "mul", "max", "min"):
+            operands = {p.operand_tensor for p in layer.sdp.post_ops}
+            return next(i for i in op.inputs if i not in operands)
+        return name
+
+    def sdp(self, layer: HwLayer, u0, conv_out: str) -> tuple[SdpLayer, list[float]]:
+        """The SDP stages of `layer`; u0 = units of the SDP input (per kernel for a convolution),
+        `conv_out` the tensor the SDP input holds (the convolution's output, or the tensor read)."""
+        spec = layer.sdp
+        post = spec.post_ops
+        s_out = self.scale(layer.ops[-1])       # a fused PDP's output shares the SDP output scale
+        units = np.atleast_1d(np.asarray(u0, np.float64))
+        per_kernel = units.size > 1 and not np.allclose(units, units[0])
+        out: dict[str, object] = {}
+        trail: list[float] = []
+        for i, st in enumerate(spec.stages):
+            nxt = spec.stages[i + 1] if i + 1 < len(spec.stages) else None
+            value = (post[st.post_ops[-1]].out_tensor if st.post_ops else None) or conv_out
+            target = self._stage_target(nxt, post, s_out, value)
+            if st.name == "x1":
+                alu = alu_operand = None
+                alu_shift = 0
+                if st.alu == "bias":
+                    bias = next(p for p in post if p.kind == "bias").bias
+                    ops16, alu_shift = int16_with_left_shift(bias / units)
+                    alu, alu_operand = "sum", ops16
+                m, n = _shared_shift(units / target)
+                out["x1"] = XStage(alu, 0 if alu_operand is None else alu_operand, alu_shift,
+                                   "mul", _operand(m, per_kernel), n, st.relu)
+                units = np.full_like(units, target)
+            elif st.name == "x2":
+                out["x2"], units = self._x2(st, post, units, target)
+            else:
+                design = activation_lut(st.lut, float(units[0]))
+                out["y"] = YStage(lut=design.lut)
+                units = np.full_like(units, design.entry_lsb)
+            trail.append(float(units[0]))
+        return SdpLayer(out.get("x1"), out.get("x2"), out.get("y"),
+                        _converter(float(units[0]) / s_out), layer.name), trail
+
+    def _stage_target(self, nxt, post: list[PostOp], s_out: float, value_tensor: str | None) -> float:
+        """Units a stage's output is in (what its MUL aims for)."""
+        if nxt is None:
+            return s_out
+        if nxt.name == "y":
+            return 2.0 ** -LUT_IN_SHIFT
+        amax = self.amax(value_tensor)
+        if isinstance(nxt.alu, tuple):                       # add / max / min: operand aligned
+            s_t = self.scale(post[nxt.alu[1]].operand_tensor)
+            return s_t / 2.0 ** _fraction_bits(s_t, max(amax, 127 * s_t))
+        base = s_out if nxt.mul == "prelu" else max(amax, 1e-30) / 127.0
+        return base / 2.0 ** _fraction_bits(base, max(amax, 127 * base))
+
+    def _x2(self, st, post: list[PostOp], units: np.ndarray, target: float):
+        u1 = float(units[0])
+        if isinstance(st.alu, tuple):                        # element-wise add / max / min
+            p = post[st.alu[1]]
+            s_t = self.scale(p.operand_tensor)
+            shift = round(math.log2(s_t / u1))
+            if shift < 0 or abs(s_t / u1 - 2.0 ** shift) > 1e-9 * s_t / u1:
+                raise NvdlaSimError(f"'{p.op}': operand scale not aligned with the stage units")
+            m, n = _shared_shift(np.array([u1 / target]))
+            alu = {"add": "sum", "max": "max", "min": "min"}[st.alu[0]]
+            return XStage(alu, p.operand, shift, "mul", int(m[0]), n, st.relu), np.full_like(units, target)
+        if st.mul == "prelu":
+            p = next(post[i] for i in st.post_ops if post[i].kind == "prelu")
+            m, n = _shared_shift(p.slope)
+            per_kernel = not np.allclose(p.slope, p.slope[0])
+            return XStage(mul="prelu", mul_operand=_operand(m, per_kernel), mul_shift=n,
+                          relu=st.relu), units
+        if isinstance(st.mul, tuple):                        # element-wise product
+            p = post[st.mul[1]]
+            s_t = self.scale(p.operand_tensor)
+            amax_x = self.amax(p.op)
+            head = amax_x / s_t / u1 * 127 if amax_x else 2.0 ** 30
+            n = max(0, math.ceil(math.log2(max(head, 1.0))) - 30)
+            return XStage(mul="mul", mul_operand=p.operand, mul_shift=n, relu=st.relu), \
+                units * s_t * 2.0 ** n
+        if st.alu == "bias":                                 # affine: (x + b/(u1*sc)) * (u1*sc/u2)
+            p = next(post[i] for i in st.post_ops if post[i].kind in ("affine", "bias"))
+            sc = p.scale if p.scale is not None else np.ones_like(p.bias)
+            sc = np.where(np.abs(sc) < 1e-12, 1e-12, sc)
+            ops16, a = int16_with_left_shift(p.bias / (u1 * sc))
+            m, n = _shared_shift(u1 * sc / target)
+            return XStage("sum", ops16, a, "mul", m.astype(np.int64), n, st.relu), np.full_like(units, target)
+        raise NvdlaSimError(f"SDP stage {st.name}: nothing to quantise")
+
+    def pdp(self, layer: HwLayer) -> PdpLayer:
+        p = layer.pdp
+        return PdpLayer(p.method, p.kernel, p.stride, p.pad, 0, layer.name)
+
+    def cdp(self, layer: HwLayer) -> CdpLayer:
+        c = layer.cdp
+        s_x = self.scale(self.plan.network.op(layer.ops[0]).inputs[0])
+        return lrn_layer(c.size, c.alpha, c.beta, c.k, s_x, self.scale(layer.ops[-1]), layer.name)
+
+    def sdp_layer(self, layer: HwLayer) -> SdpLayer:
+        src = self._input_tensor(layer)
+        return self.sdp(layer, self.scale(src), conv_out=src)[0]
+
+
+def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig | None = None
+                  ) -> Calibration:
+    """Calibrate scales on `values` (the float reference) and fill every layer's `quant`."""
+    cfg = cfg or QuantConfig()
+    cal = calibrate(plan, values, cfg)
+    for name, t in plan.tensors.items():
+        t.scale = cal.scales.get(name)
+    lq = _LayerQuantizer(plan, cal, cfg)
+    for layer in plan.layers:
+        if layer.kind == "conv":
+            layer.quant = lq.conv(layer)
+        elif layer.kind == "sdp":
+            layer.quant = lq.sdp_layer(layer)
+        elif layer.kind == "pdp":
+            layer.quant = lq.pdp(layer)
+        elif layer.kind == "cdp":
+            layer.quant = lq.cdp(layer)
+    return cal

@@ -1,0 +1,208 @@
+"""`nvdla-sim run`: a scenario from YAML to report.
+
+    load_scenario -> build the network and its weights -> DLA support checks -> hardware-layer plan
+    -> (values mode) float32 reference + INT8 calibration and per-layer integer parameters
+    -> lower_and_run(plan, ctx): register programs on the engine          [part B of issue 4]
+    -> report: per-layer cycles, MAC utilisation, DRAM bytes, bound, SQNR; totals; plots
+
+`lower_and_run` is the seam.  Part B supplies it as `nvdla_sim/compiler/emit.py`:
+
+    def lower_and_run(plan: HwPlan, ctx: LoweringContext) -> PlanResult
+
+It lowers every DLA layer of `plan.layers` (in order; `HwLayer.quant` holds the integer
+parameters in values mode) into register programs, places the tensors (`plan.tensors`, root
+buffers from `plan.root`), runs them on the engine with `ctx.dram` / `ctx.cvsram`, calls
+`ctx.gpu_fallback(layer, inputs)` for `gpu` layers in values mode, and returns per-layer timing
+and, in values mode, the int8 content of every root buffer.  Until that module exists the hook
+raises an error saying so: no number here is ever invented.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..compiler.hwlayers import HwLayer, HwPlan, LoweringContext, PlanResult, build_plan
+from ..compiler.network import Network
+from ..compiler.support import SupportReport, check_support
+from ..compiler.zoo import BUILTIN
+from ..errors import NvdlaSimError
+from .quantize import Calibration, QuantConfig, dequantize, quantize_plan, quantize_tensor
+from .reference import run_op, run_reference
+from .schema import Scenario, load_scenario
+from .weights import Weights, check_weights, load_npz, random_weights
+
+LOWERING_MODULE = "nvdla_sim.compiler.emit"
+
+
+class NotBuiltError(NvdlaSimError):
+    """A stage of the pipeline that does not exist yet."""
+
+
+@dataclass
+class Prepared:
+    """A scenario compiled up to the seam."""
+    scenario: Scenario
+    network: Network
+    weights: Weights | None
+    support: SupportReport
+    plan: HwPlan
+    input: np.ndarray                           # float32 (C, H, W)
+    reference: dict[str, np.ndarray] | None = None      # float32 value of every tensor
+    calibration: Calibration | None = None
+
+
+def build_network(scn: Scenario) -> tuple[Network, Weights | None]:
+    spec = scn.network
+    if spec.source == "builtin":
+        return BUILTIN[spec.builtin](), None
+    if spec.source == "onnx":
+        from .onnx_import import load_onnx
+        try:
+            return load_onnx(spec.path)
+        except NvdlaSimError as exc:
+            raise NvdlaSimError(f"network.onnx: {exc}") from None
+    return spec.network, None
+
+
+def network_weights(scn: Scenario, network: Network, model_weights: Weights | None) -> Weights:
+    w = scn.weights
+    if w.source == "npz":
+        try:
+            return load_npz(w.path, network)
+        except NvdlaSimError as exc:
+            raise NvdlaSimError(f"weights.npz: {exc}") from None
+    if w.source == "model" and model_weights is not None:
+        check_weights(network, model_weights, "network.onnx")
+        return model_weights
+    rnd = random_weights(network, w.seed)
+    if model_weights:                     # ONNX with a seed: keep the model's constants for non-weights
+        rnd = {**model_weights, **rnd}
+    return rnd
+
+
+def make_input(scn: Scenario, network: Network) -> np.ndarray:
+    s = network.input_shape
+    shape = (s.c, s.h, s.w)
+    spec = scn.input
+    if spec.source == "npy":
+        try:
+            x = np.load(spec.path)
+        except (OSError, ValueError) as exc:
+            raise NvdlaSimError(f"input.npy: {spec.path}: not a readable .npy file ({exc})") from None
+        if x.ndim == 4 and x.shape[0] == 1:
+            x = x[0]
+        if tuple(x.shape) != shape:
+            raise NvdlaSimError(f"input.npy: {spec.path} holds shape {tuple(x.shape)}, network "
+                                f"'{network.name}' expects {shape} (C, H, W)")
+        return np.ascontiguousarray(x, np.float32)
+    rng = np.random.default_rng(spec.seed)
+    if spec.distribution == "uniform":
+        return rng.uniform(-1.0, 1.0, shape).astype(np.float32)
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def check_fallback(scn: Scenario, network: Network, support: SupportReport) -> None:
+    if scn.gpu_fallback or not support.violations:
+        return
+    name = support.fallback_ops[0]
+    op = network.op(name)
+    more = len(support.violations) - 1
+    raise NvdlaSimError(f"gpu_fallback: false, but layer '{name}' ({op.kind}) cannot run on the DLA: "
+                        f"{support.reason(name)}" + (f" (and {more} more layers)" if more else ""))
+
+
+def prepare(scn: Scenario) -> Prepared:
+    """Everything up to the lowering seam; errors name the scenario file and the field."""
+    try:
+        return _prepare(scn)
+    except NvdlaSimError as exc:
+        if scn.path is None:
+            raise
+        raise type(exc)(f"{scn.path}: {exc}") from None
+
+
+def _prepare(scn: Scenario) -> Prepared:
+    network, model_weights = build_network(scn)
+    support = check_support(network, scn.hardware)
+    check_fallback(scn, network, support)
+    weights = network_weights(scn, network, model_weights)
+    x = make_input(scn, network)
+    plan = build_plan(network, weights, scn.hardware, support)
+    prep = Prepared(scn, network, weights, support, plan, x)
+    if scn.values:
+        prep.reference = run_reference(network, weights, x)
+        q = scn.quantization
+        prep.calibration = quantize_plan(plan, prep.reference,
+                                         QuantConfig(q.weights, q.calibration, q.percentile))
+    return prep
+
+
+def gpu_fallback_fn(plan: HwPlan, weights: Weights):
+    """The callback lowering uses for `gpu` layers: dequantise, run the op in float, quantise."""
+    def run(layer: HwLayer, inputs: dict[str, np.ndarray]) -> np.ndarray:
+        op = plan.network.op(layer.ops[0])
+        ins = []
+        for name in op.inputs:
+            t = plan.tensors[name]
+            ins.append(dequantize(t.from_stored(inputs[name]), t.scale))
+        y = run_op(op, ins, weights)
+        t = plan.tensors[op.name]
+        return t.to_stored(quantize_tensor(y, t.scale))
+    return run
+
+
+def lower_and_run(plan: HwPlan, ctx: LoweringContext) -> PlanResult:
+    """The seam to part B: lower the plan to register programs and run them on the engine."""
+    impl = None
+    if importlib.util.find_spec(LOWERING_MODULE) is not None:
+        impl = getattr(importlib.import_module(LOWERING_MODULE), "lower_and_run", None)
+    if impl is None:
+        raise NotBuiltError("lowering hardware layers to NVDLA register programs is not built yet "
+                            f"({LOWERING_MODULE}.lower_and_run, issue 4 part B): nothing was run on "
+                            "the engine, so there are no cycles or INT8 values to report")
+    return impl(plan, ctx)
+
+
+def context(prep: Prepared) -> LoweringContext:
+    scn = prep.scenario
+    x_int8 = None
+    if scn.values:
+        t = prep.plan.tensors[prep.network.input_name]
+        x_int8 = t.to_stored(quantize_tensor(prep.input, t.scale))
+    return LoweringContext(scn.hardware, scn.clock_mhz, scn.memory.dram, scn.memory.cvsram,
+                           scn.memory.cvsram_bytes, scn.values, x_int8,
+                           gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,
+                           scn.outputs.timeline)
+
+
+def dla_tensors(plan: HwPlan, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Dequantised logical value of every materialised tensor found in the returned buffers."""
+    found = {}
+    for name, t in plan.tensors.items():
+        if not t.materialised or t.scale is None:
+            continue
+        root, offset = plan.root(name)
+        buf = outputs.get(root)
+        if buf is None:
+            continue
+        found[name] = dequantize(t.from_stored(buf[offset:offset + t.stored_channels]), t.scale)
+    return found
+
+
+def execute(prep: Prepared, out_dir: Path | None = None):
+    """Run the plan through the seam and write the report; returns the Report."""
+    from ..report.tables import build_report, write_reports
+    result = lower_and_run(prep.plan, context(prep))
+    values = dla_tensors(prep.plan, result.outputs) if prep.scenario.values else None
+    report = build_report(prep, result, values)
+    write_reports(report, prep, result, out_dir or prep.scenario.outputs.directory)
+    return report
+
+
+def run_scenario(path: str | Path, out_dir: Path | None = None):
+    """Load, compile, run and report one scenario file."""
+    return execute(prepare(load_scenario(path)), out_dir)

@@ -1,0 +1,454 @@
+"""Scenario YAML: loading and validation.  Every error is one line naming the file and the field path
+(`memory.dram_gbps: must be > 0, got -10`).  The schema is documented in docs/scenarios.md.
+
+Paths inside a scenario (ONNX model, .npy input, .npz weights) are relative to the scenario file;
+`outputs.directory` is relative to the current directory.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..compiler.network import Network, Shape
+from ..compiler.zoo import BUILTIN
+from ..config import HardwareConfig, load_hardware
+from ..engine.memif import MemoryProfile, load_memory_profile
+from ..errors import NvdlaSimError
+
+TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
+              "quantization", "mode", "gpu_fallback", "outputs")
+MODES = ("values+timing", "timing")
+REPORT_FORMATS = ("console", "json", "csv")
+
+
+class FieldError(NvdlaSimError):
+    """A scenario field is wrong; `path` is the dotted field path."""
+
+    def __init__(self, path: str, message: str):
+        super().__init__(f"{path}: {message}" if path else message)
+        self.path = path
+
+
+@dataclass
+class MemorySpec:
+    dram: MemoryProfile                # the DRAM interface profile (MCIF)
+    cvsram: MemoryProfile | None       # the CVSRAM interface profile (CVIF), None without CVSRAM
+    cvsram_bytes: int
+    dram_gbps: float
+    dram_latency_ns: float
+    cvsram_gbps: float | None
+    cvsram_latency_ns: float | None
+
+
+@dataclass
+class NetworkSpec:
+    source: str                        # builtin / onnx / layers
+    name: str
+    builtin: str | None = None
+    path: Path | None = None
+    network: Network | None = None     # layers: already built (shapes checked)
+
+
+@dataclass
+class InputSpec:
+    source: str                        # random / npy
+    seed: int = 0
+    distribution: str = "normal"       # normal (mean 0, std 1) / uniform [-1, 1)
+    path: Path | None = None
+
+
+@dataclass
+class WeightsSpec:
+    source: str                        # random / npz / model (from the ONNX file)
+    seed: int = 0
+    path: Path | None = None
+
+
+@dataclass
+class QuantizationSpec:
+    calibration: str = "max"           # max / percentile
+    percentile: float = 99.99
+    weights: str = "per_kernel"        # per_kernel / per_tensor
+
+
+@dataclass
+class OutputsSpec:
+    directory: Path
+    formats: tuple[str, ...] = ("console", "json", "csv")
+    plots: bool = True
+    timeline: bool = False
+
+
+@dataclass
+class Scenario:
+    path: Path | None
+    name: str
+    hardware: HardwareConfig
+    clock_mhz: float
+    memory: MemorySpec
+    network: NetworkSpec
+    precision: str
+    input: InputSpec
+    weights: WeightsSpec
+    quantization: QuantizationSpec
+    mode: str
+    gpu_fallback: bool
+    outputs: OutputsSpec
+    raw: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def values(self) -> bool:
+        return self.mode == "values+timing"
+
+
+# --------------------------------------------------------------------------------------------------
+# Field helpers
+
+def _mapping(value: Any, path: str, known: tuple[str, ...]) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise FieldError(path, f"expected a mapping, got {type(value).__name__} {value!r}")
+    for key in value:
+        if key not in known:
+            raise FieldError(f"{path}.{key}" if path else str(key),
+                             f"unknown field (known: {', '.join(known)})")
+    return value
+
+
+def _number(d: dict, key: str, path: str, default=None, *, minimum: float | None = None,
+            exclusive: bool = False, integer: bool = False):
+    where = f"{path}.{key}" if path else key
+    if key not in d or d[key] is None:
+        if default is None:
+            raise FieldError(where, "missing")
+        return default
+    v = d[key]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
+        raise FieldError(where, f"must be {'an integer' if integer else 'a number'}, got {v!r}")
+    if minimum is not None:
+        if exclusive and not v > minimum:
+            raise FieldError(where, f"must be > {minimum:g}, got {v!r}")
+        if not exclusive and not v >= minimum:
+            raise FieldError(where, f"must be >= {minimum:g}, got {v!r}")
+    return v
+
+
+def _choice(d: dict, key: str, path: str, choices: tuple, default: str) -> str:
+    where = f"{path}.{key}" if path else key
+    v = d.get(key, default)
+    if v not in choices:
+        raise FieldError(where, f"must be one of {', '.join(map(str, choices))}, got {v!r}")
+    return v
+
+
+def _bool(d: dict, key: str, path: str, default: bool) -> bool:
+    v = d.get(key, default)
+    if not isinstance(v, bool):
+        raise FieldError(f"{path}.{key}" if path else key, f"must be true or false, got {v!r}")
+    return v
+
+
+def _file(base: Path, value: Any, path: str, suffixes: tuple[str, ...]) -> Path:
+    if not isinstance(value, str) or not value:
+        raise FieldError(path, f"must be a file path, got {value!r}")
+    p = Path(value).expanduser()
+    if not p.is_absolute():
+        p = base / p
+    if not p.is_file():
+        raise FieldError(path, f"file not found: {p}")
+    if suffixes and p.suffix.lower() not in suffixes:
+        raise FieldError(path, f"expected a {' or '.join(suffixes)} file, got {p.name}")
+    return p
+
+
+# --------------------------------------------------------------------------------------------------
+# Sections
+
+def _hardware(value: Any) -> HardwareConfig:
+    if value is None:
+        raise FieldError("hardware", "missing (a preset name, or {preset: NAME, ...overrides})")
+    if isinstance(value, str):
+        value = {"preset": value}
+    if not isinstance(value, dict):
+        raise FieldError("hardware", f"expected a preset name or a mapping, got {value!r}")
+    _mapping(value, "hardware", ("preset",) + tuple(f.name for f in fields(HardwareConfig)))
+    try:
+        return load_hardware(dict(value))
+    except NvdlaSimError as exc:
+        msg = str(exc)
+        msg = msg[1:].lstrip() if msg.startswith(":") else msg
+        raise FieldError("", f"hardware.{msg}" if not msg.startswith("unknown hardware preset")
+                         else f"hardware.preset: {msg}") from None
+
+
+def _memory(value: Any, hw: HardwareConfig, clock_mhz: float) -> MemorySpec:
+    known = ("profile", "dram_gbps", "dram_latency_ns", "cvsram_bytes", "cvsram_gbps",
+             "cvsram_latency_ns")
+    d = _mapping(value, "memory", known)
+    profile_name = d.get("profile", "dram")
+    try:
+        base = load_memory_profile(profile_name)
+    except NvdlaSimError as exc:
+        raise FieldError("memory.profile", str(exc)) from None
+    dram_gbps = _number(d, "dram_gbps", "memory", 10.0, minimum=0, exclusive=True)
+    default_latency_ns = float(base.read_latency_cycles)   # profile cycles are at 1 GHz
+    dram_latency_ns = _number(d, "dram_latency_ns", "memory", default_latency_ns, minimum=0)
+    cvsram_bytes = _number(d, "cvsram_bytes", "memory", 0, minimum=0, integer=True)
+    cycles_per_ns = clock_mhz / 1000.0
+    dram = replace(base, name=f"{base.name} {dram_gbps:g} GB/s", bandwidth_gbps=float(dram_gbps),
+                   read_latency_cycles=dram_latency_ns * cycles_per_ns)
+    cvsram = None
+    cvsram_gbps = cvsram_latency = None
+    if cvsram_bytes:
+        if hw.secondary_memif is None:
+            raise FieldError("memory.cvsram_bytes",
+                             f"{hw.name} has no secondary memory interface (CVSRAM); use 0")
+        cvsram_gbps = _number(d, "cvsram_gbps", "memory", 25.0, minimum=0, exclusive=True)
+        cvsram_latency = _number(d, "cvsram_latency_ns", "memory", 32.0, minimum=0)
+        cvsram = replace(base, name=f"cvsram {cvsram_gbps:g} GB/s", bandwidth_gbps=float(cvsram_gbps),
+                         read_latency_cycles=cvsram_latency * cycles_per_ns)
+    else:
+        for key in ("cvsram_gbps", "cvsram_latency_ns"):
+            if key in d:
+                _number(d, key, "memory", minimum=0, exclusive=key == "cvsram_gbps")
+    return MemorySpec(dram, cvsram, int(cvsram_bytes), float(dram_gbps), float(dram_latency_ns),
+                      cvsram_gbps, cvsram_latency)
+
+
+def _network(value: Any, base: Path) -> NetworkSpec:
+    if value is None:
+        raise FieldError("network", f"missing (a built-in name: {', '.join(BUILTIN)}; "
+                                    "{onnx: FILE}; or {layers: [...]})")
+    if isinstance(value, str):
+        value = {"builtin": value}
+    d = _mapping(value, "network", ("builtin", "onnx", "layers", "input", "name"))
+    given = [k for k in ("builtin", "onnx", "layers") if k in d]
+    if len(given) != 1:
+        raise FieldError("network", "give exactly one of builtin, onnx, layers"
+                         + (f" (got {', '.join(given)})" if given else ""))
+    if "builtin" in d:
+        name = d["builtin"]
+        if name not in BUILTIN:
+            raise FieldError("network.builtin", f"unknown network {name!r} (built-in: {', '.join(BUILTIN)})")
+        return NetworkSpec("builtin", d.get("name", name), builtin=name)
+    if "onnx" in d:
+        p = _file(base, d["onnx"], "network.onnx", (".onnx",))
+        return NetworkSpec("onnx", d.get("name", p.stem), path=p)
+    net = parse_layers(d, "network")
+    return NetworkSpec("layers", net.name, network=net)
+
+
+def _int_or_pair(v: Any, where: str, minimum: int = 1) -> tuple[int, int]:
+    if isinstance(v, int) and not isinstance(v, bool) and v >= minimum:
+        return (v, v)
+    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                     and x >= minimum for x in v):
+        return (v[0], v[1])
+    raise FieldError(where, f"must be an integer >= {minimum} or a [height, width] pair, got {v!r}")
+
+
+def _padding(v: Any, where: str) -> tuple[int, int, int, int]:
+    if isinstance(v, list) and len(v) == 4 and all(isinstance(x, int) and not isinstance(x, bool)
+                                                     and x >= 0 for x in v):
+        return tuple(v)
+    h, w = _int_or_pair(v, where, 0)
+    return (h, w, h, w)
+
+
+LAYER_FIELDS = {
+    "conv": ("out_channels", "kernel", "stride", "pad", "dilation", "groups", "bias", "relu", "batchnorm"),
+    "fc": ("out_features", "relu", "bias"),
+    "pool": ("method", "kernel", "stride", "pad", "ceil_mode", "count_include_pad", "global"),
+    "lrn": ("size", "alpha", "beta", "k"),
+    "add": ("relu",), "mul": (), "max": (), "min": (), "concat": (),
+    "relu": (), "sigmoid": (), "tanh": (), "softmax": (), "flatten": (), "batchnorm": (),
+    "prelu": ("slope",), "leaky_relu": ("alpha",), "clip": ("min", "max"),
+}
+
+
+def parse_layers(d: dict, path: str) -> Network:
+    """An explicit layer list -> Network (shapes inferred; errors name network.layers[i].field)."""
+    shape = d.get("input")
+    if not (isinstance(shape, list) and len(shape) == 3
+            and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in shape)):
+        raise FieldError(f"{path}.input", f"must be [channels, height, width] of positive integers, "
+                                          f"got {shape!r}")
+    layers = d.get("layers")
+    if not isinstance(layers, list) or not layers:
+        raise FieldError(f"{path}.layers", "must be a non-empty list of layers")
+    net = Network(str(d.get("name", "network")), "data", Shape(*shape))
+    prev = "data"
+    for i, layer in enumerate(layers):
+        where = f"{path}.layers[{i}]"
+        if not isinstance(layer, dict):
+            raise FieldError(where, f"expected a mapping, got {layer!r}")
+        kind = layer.get("type")
+        if kind not in LAYER_FIELDS:
+            raise FieldError(f"{where}.type", f"must be one of {', '.join(LAYER_FIELDS)}, got {kind!r}")
+        name = layer.get("name")
+        if not isinstance(name, str) or not name:
+            raise FieldError(f"{where}.name", "missing (each layer needs a unique name)")
+        _mapping(layer, where, ("name", "type", "input") + LAYER_FIELDS[kind])
+        inputs = layer.get("input", prev)
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        if not isinstance(inputs, list) or not all(isinstance(x, str) for x in inputs):
+            raise FieldError(f"{where}.input", f"must be a layer name or a list of names, got {inputs!r}")
+        for x in inputs:
+            if x not in net.shapes:
+                raise FieldError(f"{where}.input", f"unknown layer {x!r} (layers are listed in order; "
+                                                   "the network input is 'data')")
+        n_in = {"add": 2, "mul": 2, "max": 2, "min": 2}.get(kind, None if kind == "concat" else 1)
+        if n_in is not None and len(inputs) != n_in:
+            raise FieldError(f"{where}.input", f"{kind} takes {n_in} input(s), got {len(inputs)}")
+        try:
+            _add_layer(net, kind, name, inputs, layer, where)
+        except ValueError as exc:
+            raise FieldError(where, str(exc)) from None
+        prev = name
+    return net
+
+
+def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dict, where: str) -> None:
+    def get_bool(key, default=False):
+        return _bool(layer, key, where, default)
+
+    def get_num(key, default=None, **kw):
+        return _number(layer, key, where, default, **kw)
+
+    if kind == "conv":
+        net.conv(name, inputs[0], get_num("out_channels", integer=True, minimum=1),
+                 _int_or_pair(layer.get("kernel"), f"{where}.kernel"),
+                 _int_or_pair(layer.get("stride", 1), f"{where}.stride"),
+                 _padding(layer.get("pad", 0), f"{where}.pad"),
+                 _int_or_pair(layer.get("dilation", 1), f"{where}.dilation"),
+                 get_num("groups", 1, integer=True, minimum=1), get_bool("bias", True),
+                 get_bool("relu"), get_bool("batchnorm"))
+    elif kind == "fc":
+        net.fc(name, inputs[0], get_num("out_features", integer=True, minimum=1), get_bool("relu"),
+               get_bool("bias", True))
+    elif kind == "pool":
+        method = _choice(layer, "method", where, ("max", "avg"), "max")
+        if get_bool("global"):
+            s = net.shapes[inputs[0]]
+            net.pool(name, inputs[0], method, (s.h, s.w), (s.h, s.w))
+            return
+        kernel = _int_or_pair(layer.get("kernel"), f"{where}.kernel")
+        net.add("pool", name, inputs, method=method, kernel=kernel,
+                stride=_int_or_pair(layer.get("stride", list(kernel)), f"{where}.stride"),
+                pad=_padding(layer.get("pad", 0), f"{where}.pad"), ceil_mode=get_bool("ceil_mode"),
+                count_include_pad=get_bool("count_include_pad", True))
+    elif kind == "lrn":
+        net.add("lrn", name, inputs, size=get_num("size", 5, integer=True, minimum=1),
+                alpha=float(get_num("alpha", 1e-4)), beta=float(get_num("beta", 0.75)),
+                k=float(get_num("k", 1.0)))
+    elif kind == "add":
+        net.add("add", name, inputs, relu=get_bool("relu"))
+    elif kind == "prelu":
+        attrs = {"slope": float(get_num("slope"))} if "slope" in layer else {}
+        net.add("prelu", name, inputs, **attrs)
+    elif kind == "leaky_relu":
+        net.add("prelu", name, inputs, slope=float(get_num("alpha", 0.01)))
+    elif kind == "clip":
+        net.add("clip", name, inputs, min=float(get_num("min", 0.0)), max=float(get_num("max")))
+    else:
+        net.add(kind, name, inputs)
+
+
+def _input(value: Any, base: Path) -> InputSpec:
+    d = _mapping(value, "input", ("seed", "distribution", "npy"))
+    if "npy" in d:
+        if "seed" in d or "distribution" in d:
+            raise FieldError("input", "give either npy or seed/distribution, not both")
+        return InputSpec("npy", path=_file(base, d["npy"], "input.npy", (".npy",)))
+    return InputSpec("random", seed=_number(d, "seed", "input", 0, minimum=0, integer=True),
+                     distribution=_choice(d, "distribution", "input", ("normal", "uniform"), "normal"))
+
+
+def _weights(value: Any, base: Path, network: NetworkSpec) -> WeightsSpec:
+    d = _mapping(value, "weights", ("seed", "npz"))
+    if "npz" in d:
+        if "seed" in d:
+            raise FieldError("weights", "give either npz or seed, not both")
+        return WeightsSpec("npz", path=_file(base, d["npz"], "weights.npz", (".npz",)))
+    if network.source == "onnx" and "seed" not in d:
+        return WeightsSpec("model")
+    return WeightsSpec("random", seed=_number(d, "seed", "weights", 0, minimum=0, integer=True))
+
+
+def _quantization(value: Any) -> QuantizationSpec:
+    d = _mapping(value, "quantization", ("calibration", "percentile", "weights"))
+    q = QuantizationSpec(
+        calibration=_choice(d, "calibration", "quantization", ("max", "percentile"), "max"),
+        percentile=float(_number(d, "percentile", "quantization", 99.99, minimum=0, exclusive=True)),
+        weights=_choice(d, "weights", "quantization", ("per_kernel", "per_tensor"), "per_kernel"))
+    if q.percentile > 100:
+        raise FieldError("quantization.percentile", f"must be <= 100, got {q.percentile}")
+    return q
+
+
+def _outputs(value: Any, name: str) -> OutputsSpec:
+    d = _mapping(value, "outputs", ("directory", "formats", "plots", "timeline"))
+    directory = d.get("directory", f"out/{name}")
+    if not isinstance(directory, str) or not directory:
+        raise FieldError("outputs.directory", f"must be a folder path, got {directory!r}")
+    formats = d.get("formats", list(REPORT_FORMATS))
+    if isinstance(formats, str):
+        formats = [formats]
+    if not isinstance(formats, list) or any(f not in REPORT_FORMATS for f in formats):
+        raise FieldError("outputs.formats", f"must list some of {', '.join(REPORT_FORMATS)}, got {formats!r}")
+    return OutputsSpec(Path(directory), tuple(formats), _bool(d, "plots", "outputs", True),
+                       _bool(d, "timeline", "outputs", False))
+
+
+def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Scenario:
+    """Validate a scenario mapping; relative input files resolve against `base`."""
+    d = _mapping(data, "", TOP_FIELDS)
+    if not d:
+        raise FieldError("", "empty scenario (needs at least hardware and network)")
+    name = d.get("name", default_name)
+    if not isinstance(name, str) or not name:
+        raise FieldError("name", f"must be a non-empty string, got {name!r}")
+    hw = _hardware(d.get("hardware"))
+    clock = float(_number(d, "clock_mhz", "", 1000.0, minimum=0, exclusive=True))
+    memory = _memory(d.get("memory"), hw, clock)
+    network = _network(d.get("network"), base)
+    precision = d.get("precision", "int8")
+    if precision not in ("int8", "int16", "fp16"):
+        raise FieldError("precision", f"must be int8 (int16/fp16 exist only on nv_full), got {precision!r}")
+    if precision != "int8":
+        raise FieldError("precision", f"{precision} is not modelled by the scenario compiler (int8 only)")
+    if "int8" not in hw.data_types:
+        raise FieldError("precision", f"{hw.name} has no int8 datapath (data types: {list(hw.data_types)})")
+    return Scenario(
+        path=None, name=name, hardware=hw, clock_mhz=clock, memory=memory, network=network,
+        precision=precision, input=_input(d.get("input"), base),
+        weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization")),
+        mode=_choice(d, "mode", "", MODES, "values+timing"),
+        gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d)
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; errors are `FILE: field.path: message`."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise NvdlaSimError(f"{path}: scenario file not found") from None
+    except (IsADirectoryError, PermissionError) as exc:
+        raise NvdlaSimError(f"{path}: cannot read ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        raise NvdlaSimError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    try:
+        scn = parse_scenario(data, path.resolve().parent, path.stem)
+    except NvdlaSimError as exc:
+        raise NvdlaSimError(f"{path}: {exc}") from None
+    scn.path = path
+    return scn
