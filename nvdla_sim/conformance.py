@@ -11,6 +11,7 @@ from .engine import Engine, RunResult
 from .engine.memif import MemoryProfile
 from .errors import NvdlaSimError, UnsupportedError
 from .frontends.cfg_trace import parse_cfg
+from .report.timing_summary import timing_json
 
 
 @dataclass
@@ -28,7 +29,8 @@ class TestOutcome:
                 "checks": [{"sync_id": c.sync_id, "kind": c.kind, "space": c.space,
                             "addr": c.addr, "size": c.nbytes, "expected": c.expected,
                             "actual": c.actual, "pass": c.passed} for c in self.checks],
-                "cycles": self.cycles, "wall_s": round(self.wall_s, 4), "error": self.error}
+                "cycles": self.cycles, "wall_s": round(self.wall_s, 4), "error": self.error,
+                "timing": timing_json(self.result) if self.result is not None else None}
 
 
 def find_tests(root: Path, pattern: str = "*") -> list[Path]:

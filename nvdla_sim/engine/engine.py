@@ -14,7 +14,7 @@ from ..config import HardwareConfig
 from ..errors import NvdlaSimError
 from ..memory import MemoryAccessError, MemorySystem
 from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
-                       RegisterProgram, RegWrite)
+                       RegisterProgram, RegWrite, SyncWait)
 from ..regs import RegisterFile, register_map
 from .activity import ActivityLog
 from .glb import Glb
@@ -54,6 +54,8 @@ class RunResult:
     cycles: float = 0.0         # first OP_ENABLE write to the last awaited interrupt
     unit_stats: dict = field(default_factory=dict)
     memory_bytes: dict = field(default_factory=dict)   # interface -> client -> read/write bytes
+    cbuf: dict = field(default_factory=dict)           # CBUF peak occupancy (timing model)
+    events: int = 0                                    # SimPy events the run scheduled
     engine: "Engine | None" = field(default=None, repr=False)
 
     @property
@@ -63,18 +65,24 @@ class RunResult:
 
 class Engine:
     def __init__(self, hw: HardwareConfig, memory: MemoryProfile | str = "rtl_testbench",
-                 clock_mhz: float = 1000.0):
+                 clock_mhz: float = 1000.0, timing: dict | None = None):
+        """`timing`: overrides of timing/params.yaml (section -> name -> value)."""
+        from ..timing import TimingModel
         from ..units import build_units   # units import the engine's channel helpers
         self.hw = hw
         self.clock_mhz = clock_mhz
         self.env = simpy.Environment()
         self.memory_profile = memory if isinstance(memory, MemoryProfile) else load_memory_profile(memory)
-        self.mcif = MemoryInterface(self.env, "MCIF", self.memory_profile,
-                                    hw.primary_memif.width_bytes, clock_mhz)
-        self.cvif = MemoryInterface(self.env, "CVIF", self.memory_profile,
-                                    hw.secondary_memif.width_bytes, clock_mhz) \
-            if hw.secondary_memif else None
         self.activity = ActivityLog()
+        self.timing = TimingModel(self, timing)
+        outstanding = self.timing.params.dma.mcif_outstanding_reads
+        self.mcif = MemoryInterface(self.env, "MCIF", self.memory_profile,
+                                    hw.primary_memif.width_bytes, clock_mhz,
+                                    hw.primary_memif.max_burst, outstanding)
+        self.cvif = MemoryInterface(self.env, "CVIF", self.memory_profile,
+                                    hw.secondary_memif.width_bytes, clock_mhz,
+                                    hw.secondary_memif.max_burst, outstanding) \
+            if hw.secondary_memif else None
         self.regmap = register_map(hw.nvdla_version)
         self.regs = RegisterFile(self.regmap)
         self.memory = MemorySystem(has_secondary=hw.secondary_memif is not None)
@@ -109,16 +117,41 @@ class Engine:
             raise NvdlaSimError(
                 f"{program.name}: deadlock at cycle {self.env.now:.0f}: awaited interrupt never "
                 f"raised ({'; '.join(waiting) or 'no unit is running'})") from None
-        result.unit_stats = {name: u.stats for name, u in self.units.items() if u.stats.get("layers")}
+        self.timing.finish()
+        result.unit_stats = self.unit_summary(result.cycles)
         result.memory_bytes = {m.name: m.bytes_by_client for m in (self.mcif, self.cvif) if m}
+        result.cbuf = self.timing.cbuf_summary()
+        result.events = next(self.env._eid)     # SimPy numbers every scheduled event
         result.engine = self
         return result
+
+    def unit_summary(self, total_cycles: float) -> dict[str, dict]:
+        """Per unit (and DMA engine): layers, busy and stall cycles, utilization of the run."""
+        totals = self.activity.totals()
+        out = {}
+        for name, kinds in sorted(totals.items()):
+            busy, stall = kinds.get("busy", 0.0), kinds.get("stall", 0.0)
+            unit = self.units.get(name)
+            if not busy and not (unit and unit.stats.get("layers")):
+                continue
+            out[name] = {"layers": unit.stats["layers"] if unit else None,
+                         "busy_cycles": busy, "stall_cycles": stall,
+                         "active_cycles": kinds.get("layer", 0.0),
+                         "utilization": busy / total_cycles if total_cycles else 0.0}
+        return out
 
     def memif(self, ram_type: int) -> MemoryInterface:
         """The interface a DMA with this RAM_TYPE bit uses (1 = MCIF/DBB, 0 = CVIF/CVSRAM)."""
         if ram_type == 0 and self.cvif is not None:
             return self.cvif
         return self.mcif
+
+    def _slow_csb_target(self, addr: int) -> bool:
+        try:
+            unit, _ = self.regmap.decode_address(addr)
+        except KeyError:
+            return False        # regs.write reports it
+        return self.timing.params.slow_csb_block(unit.name)
 
     def _route(self, addr: int, nbytes: int, where) -> "object":
         space = self.memory.space_for_address(addr)
@@ -149,10 +182,14 @@ class Engine:
                     run_check(check, event.value)
             return callback
 
+        csb = self.timing.params.csb
+        slow_wait = csb.slow_write_interval_cycles - csb.write_interval_cycles
         for cmd in program.commands:
             if isinstance(cmd, RegWrite):
+                if slow_wait > 0 and self._slow_csb_target(cmd.addr):
+                    yield env.timeout(slow_wait)    # the unit's CSB port is not ready yet
                 self.regs.write(cmd.addr, cmd.value)
-                yield env.timeout(1)
+                yield env.timeout(csb.write_interval_cycles)
             elif isinstance(cmd, MemFill):
                 self._route(cmd.addr, cmd.nbytes, cmd.where).fill(cmd.addr, cmd.nbytes, cmd.value)
             elif isinstance(cmd, MemLoad):
@@ -169,6 +206,13 @@ class Engine:
                 event = self.glb.arm(cmd.source, cmd.group)
                 waits[cmd.sync_id] = event
                 event.callbacks.append(on_fire(cmd.sync_id))
+            elif isinstance(cmd, SyncWait):
+                event = waits.get(cmd.sync_id)
+                if event is None:
+                    raise NvdlaSimError(f"{cmd.where}: sync_wait on '{cmd.sync_id}' that no "
+                                        "intr_notify armed")
+                if not event.processed:
+                    yield event
             elif isinstance(cmd, (CheckCrc, CheckNothing)):
                 event = waits[cmd.sync_id]
                 if event.processed:

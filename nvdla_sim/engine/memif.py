@@ -1,9 +1,12 @@
 """Memory interfaces (MCIF for DBB, CVIF for CVSRAM): request rate, latency, beats, bandwidth.
 
-A DMA hands the interface a *transfer token* — a number of bytes it requests back to back (a line,
-a stripe of atoms, a weight block) — not one event per beat: the interface reserves its request
-port and data bus analytically and answers when the last beat has arrived.  Requests from several
-clients are served in the order they arrive.
+A DMA hands the interface a *transfer token* — a DMA request of one or more AXI requests (a CDMA
+request of up to 8 atoms, a run of line atoms, a burst of output) — not one event per beat: the
+interface books its request port and data bus analytically and returns a `Transfer` with the times
+the port is free again and the first and last data beats.  A client that waits until
+`port_free` before booking its next token shares the port request by request with the other
+clients, which is the MCIF's round robin with equal weights.  Outstanding-read limits (the
+client's, the MCIF's and the memory's) cap the request rate at outstanding / round-trip.
 """
 from __future__ import annotations
 
@@ -84,17 +87,41 @@ def load_memory_profile(spec: str | Path | dict) -> MemoryProfile:
     return MemoryProfile(**data)
 
 
+@dataclass(frozen=True)
+class Transfer:
+    """The booking of one transfer token: all times are core cycles."""
+    start: float            # first request accepted
+    interval: float         # cycles between the requests of this token
+    requests: int
+    port_free: float        # the request port can accept the client's next request
+    first: float            # first data beat (read: arrives at the DLA; write: leaves it)
+    last: float             # last data beat
+    done: float             # read: last beat arrived; write: last response received
+    port_cycles: float = 0  # cycles the token held the request port (requests x interval)
+
+    def beat(self, k: int) -> float:
+        """Cycle the data of request `k` (0-based) arrives (read) or leaves (write)."""
+        if self.requests <= 1:
+            return self.first
+        return min(self.last, self.first + k * (self.last - self.first) / (self.requests - 1))
+
+
 class MemoryInterface:
     """One memory interface: a read path and a write path, each a request port plus a data bus."""
 
     def __init__(self, env: simpy.Environment, name: str, profile: MemoryProfile, width_bytes: int,
-                 clock_mhz: float = 1000.0):
+                 clock_mhz: float = 1000.0, max_burst_beats: int | None = None,
+                 max_outstanding_reads: int | None = None):
         self.env = env
         self.name = name
         self.profile = profile
         self.width_bytes = width_bytes
+        # The DLA's own burst limit (nv_small: single-beat requests) and the memory's.
+        self.burst_beats = min(b for b in (profile.max_burst_beats, max_burst_beats) if b)
+        self.outstanding_limits = [o for o in (profile.max_outstanding_reads,
+                                               max_outstanding_reads) if o]
         cap = profile.bytes_per_cycle_cap(clock_mhz)
-        # Bytes per cycle the data bus can carry: the wider of nothing and the cap.
+        # Bytes per cycle the data bus can carry: one beat per cycle, or the bandwidth cap.
         self.bus_bytes_per_cycle = min(width_bytes, cap) if cap else width_bytes
         self._port_free = {"read": 0.0, "write": 0.0}
         self._bus_free = {"read": 0.0, "write": 0.0}
@@ -102,38 +129,56 @@ class MemoryInterface:
         self.transfers: list[tuple[float, float, str, str, int]] = []   # start, end, client, dir, bytes
 
     def requests(self, nbytes: int) -> int:
-        burst_bytes = self.width_bytes * self.profile.max_burst_beats
+        burst_bytes = self.width_bytes * self.burst_beats
         return max(1, -(-nbytes // burst_bytes))
 
-    def reserve(self, client: str, direction: str, nbytes: int, outstanding: int | None = None) -> float:
-        """Book a transfer of `nbytes` starting now; return the cycle its last beat completes.
+    def reserve(self, client: str, direction: str, nbytes: int, requests: int | None = None,
+                ready_first: float | None = None, ready_last: float | None = None,
+                outstanding: int | None = None) -> Transfer:
+        """Book `nbytes` in `requests` requests (default: as few bursts as the limits allow).
 
-        `outstanding` is the client's own limit on reads in flight: with latency L it caps the
-        request rate at outstanding / L requests per cycle."""
+        For writes, the data may become ready over time: request i is issued no earlier than the
+        linear ramp from `ready_first` to `ready_last`.  `outstanding` is the client's own limit on
+        reads in flight."""
         p = self.profile
         now = self.env.now
-        n_req = self.requests(nbytes)
+        n_req = requests or self.requests(nbytes)
+        data_cycles = nbytes / self.bus_bytes_per_cycle
+        req_cycles = data_cycles / n_req
         if direction == "read":
             interval, latency = p.read_request_interval_cycles, p.read_latency_cycles
-            limits = [o for o in (outstanding, p.max_outstanding_reads) if o]
-            if limits and latency > 0:
-                interval = max(interval, latency / min(limits))
+            limits = self.outstanding_limits + ([outstanding] if outstanding else [])
+            if limits:
+                # A request holds its slot from acceptance to its last beat.
+                interval = max(interval, (latency + req_cycles) / min(limits))
         else:
             interval, latency = p.write_request_interval_cycles, p.write_latency_cycles
-        start = max(now, self._port_free[direction])
+        start = max(now, self._port_free[direction],
+                    ready_first if ready_first is not None else now)
         last_request = start + (n_req - 1) * interval
+        if ready_last is not None:
+            last_request = max(last_request, ready_last)
         self._port_free[direction] = last_request + interval
-        beats_cycles = nbytes / self.bus_bytes_per_cycle
-        data_start = max(start + latency, self._bus_free[direction])
-        done = max(last_request + latency + 1, data_start + beats_cycles)
-        self._bus_free[direction] = data_start + beats_cycles
+        if direction == "read":
+            data_start = max(start + latency, self._bus_free[direction])
+            first = data_start
+            last = max(last_request + latency + req_cycles - 1, data_start + data_cycles - 1)
+            done = last
+        else:
+            data_start = max(start, self._bus_free[direction])
+            first = data_start
+            last = max(last_request + req_cycles - 1, data_start + data_cycles - 1)
+            done = last + latency
+        self._bus_free[direction] = max(self._bus_free[direction], data_start) + data_cycles
         per = self.bytes_by_client.setdefault(client, {"read": 0, "write": 0})
         per[direction] += nbytes
-        self.transfers.append((start, done, client, direction, nbytes))
-        return done
+        self.transfers.append((start, done + 1, client, direction, nbytes))
+        spacing = (last_request - start) / (n_req - 1) if n_req > 1 else interval
+        return Transfer(start, spacing, n_req, last_request + interval, first, last, done,
+                        n_req * interval)
 
     def transfer(self, client: str, direction: str, nbytes: int, outstanding: int | None = None):
         """Generator: wait until a transfer of `nbytes` has completed."""
-        done = self.reserve(client, direction, nbytes, outstanding)
+        done = self.reserve(client, direction, nbytes, outstanding=outstanding).done + 1
         if done > self.env.now:
             yield self.env.timeout(done - self.env.now)

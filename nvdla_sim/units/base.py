@@ -56,7 +56,8 @@ class Unit:
             yield from self.execute(self.regs.view(group))
             self.stats["layers"] += 1
             self.stats["busy_cycles"] += self.env.now - start
-            self.engine.activity.add(self.block, "busy", start, self.env.now, f"layer g{group}")
+            # The layer span; busy and stall cycles come from the unit's timing processes.
+            self.engine.activity.add(self.block, "layer", start, self.env.now, f"layer g{group}")
             self.regs.set_word("D_OP_ENABLE", 0, group)
             self._set_status(group, STATUS_IDLE)
             if self.interrupt:

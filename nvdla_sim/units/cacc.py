@@ -16,6 +16,7 @@ from ..errors import NvdlaSimError
 from ..kernels.conv import accumulator_output
 from ..layout import surfaces
 from ..regs import GroupView
+from ..timing import conv as conv_timing
 from .base import Unit
 from .cdma import require_direct_int8, require_no_batch
 from .cmac import CHANNEL_CACC_A, CHANNEL_CACC_B, MacPartial
@@ -63,10 +64,6 @@ class Cacc(Unit):
         out, saturated = deliver(acc, self.hw.memory_atomic_bytes,
                                  view.field("D_CLIP_CFG", "CLIP_TRUNCATE"))
         self.regs.set_word("D_OUT_SATURATION", saturated, view.group)
-        yield self.env.timeout(self.delivery_cycles(out))
+        self.engine.timing.announce(conv_timing.CH_SDP)
         yield from self.send(CHANNEL_SDP, out)
-
-    # -- timing (crude; kept apart from the arithmetic) ----------------------------------------
-    def delivery_cycles(self, out: np.ndarray) -> int:
-        """One output atom per cycle to SDP."""
-        return out.size // self.hw.memory_atomic_bytes
+        yield from conv_timing.cacc(self)

@@ -20,6 +20,7 @@ import numpy as np
 from ..kernels.conv import convert_feature_int8, convert_pixels_int8
 from ..layout import read_cube
 from ..regs import GroupView
+from ..timing import conv as conv_timing
 from .base import Unit
 from .cbuf import FEATURE, PIXEL, Cbuf, CbufData
 
@@ -109,20 +110,16 @@ class Cdma(Unit):
         if fmt not in (DATAIN_FEATURE, DATAIN_PIXEL):
             raise self.unsupported(f"DATAIN_FORMAT={fmt}")
         key = (fmt, self.cbuf.split)
-
         # -- data ------------------------------------------------------------------------------
         reuse = view.field("D_MISC_CFG", "DATA_REUSE") and self.cbuf.retained_key == key \
             and self.cbuf.data is not None
+        read_bytes = 0
         if not reuse:
             data, read_bytes = self.load_feature(view) if fmt == DATAIN_FEATURE \
                 else self.load_pixels(view)
             self.cbuf.check_data_fits(data.entries, f"{data.kind} input")
-            ram_type = view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")
-            yield from self.dma("read", read_bytes, ram_type, client="CDMA_DAT")
             self.cbuf.store_data(data)
         self.cbuf.retained_key = key if view.field("D_MISC_CFG", "SKIP_DATA_RLS") else None
-        self.engine.glb.raise_interrupt("CDMA_DAT", view.group)
-
         # -- weights ---------------------------------------------------------------------------
         kernels = view.field("D_WEIGHT_SIZE_1", "WEIGHT_KERNEL") + 1
         byte_per_kernel = view.field("D_WEIGHT_SIZE_0", "BYTE_PER_KERNEL") + 1
@@ -136,12 +133,21 @@ class Cdma(Unit):
             ram_type = view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE")
             raw = self.engine.memory.space(ram_type).read(
                 view.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH"), weight_bytes)
-            yield from self.dma("read", weight_bytes, ram_type, client="CDMA_WT")
             self.cbuf.store_weights(np.array(raw, dtype=np.uint8))
         self.cbuf.retained_weight_key = key if keep_all else None
-        self.engine.glb.raise_interrupt("CDMA_WT", view.group)
-
         yield from self.send(CHANNEL_CSC, CbufLoad(self.cbuf.data, self.cbuf.weights))
+        # -- timing: both channels fetch into the CBUF banks -------------------------------------
+        geom = conv_timing.cdma_geometry(
+            self.hw, data_bytes=read_bytes, data_entries=self.cbuf.data.entries,
+            weight_bytes=0 if reuse_weights else weight_bytes, byte_per_kernel=byte_per_kernel,
+            kernels=kernels, data_banks=self.cbuf.split.data_banks,
+            weight_banks=self.cbuf.split.weight_banks,
+            data_ram_type=view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE"),
+            weight_ram_type=view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE"),
+            keep_data=bool(view.field("D_MISC_CFG", "SKIP_DATA_RLS")), keep_weights=keep_all)
+        yield from conv_timing.cdma(self, geom)
+        self.engine.glb.raise_interrupt("CDMA_DAT", view.group)
+        self.engine.glb.raise_interrupt("CDMA_WT", view.group)
 
     # -- feature input -------------------------------------------------------------------------
     def load_feature(self, view: GroupView) -> tuple[CbufData, int]:

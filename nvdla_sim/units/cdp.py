@@ -21,6 +21,7 @@ from ..kernels.fixed import sign_extend
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
 from ..regs.regmap import UnitDef
+from ..timing import cdp as cdp_timing
 from .base import Unit
 
 CHANNEL = "cdp_rdma->cdp"
@@ -73,8 +74,10 @@ class CdpRdma(Unit):
                          view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
                          width, height, channels,
                          view.word("D_SRC_LINE_STRIDE"), view.word("D_SRC_SURFACE_STRIDE"), atom)
-        yield from self.dma("read", surfaces(channels, atom) * atom * height * width, ram_type)
+        self.engine.timing.announce(cdp_timing.CH_RDMA)
         yield from self.send(CHANNEL, CdpInput(cube, channels))
+        yield from cdp_timing.rdma(self, cdp_timing.CdpGeometry(
+            width, height, surfaces(channels, atom), lrn=True, ram_type=ram_type), ram_type)
 
 
 # -- LUT memory --------------------------------------------------------------------------------
@@ -176,23 +179,19 @@ class Cdp(Unit):
 
         out, counters = lrn_int8(np.ascontiguousarray(cube), payload.channels, cfg,
                                  self.lut.tables[TABLE_LE], self.lut.tables[TABLE_LO])
-        yield self.env.timeout(self.compute_cycles(cube))
-
         ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
         write_cube(self.engine.memory.space(ram_type),
                    view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), out,
                    view.word("D_DST_LINE_STRIDE"), view.word("D_DST_SURFACE_STRIDE"),
                    self.hw.memory_atomic_bytes)
-        yield from self.dma("write", out.size, ram_type)
         self.record_counters(view.group, counters)
+        atom = self.hw.memory_atomic_bytes
+        yield from cdp_timing.core(self, cdp_timing.CdpGeometry(
+            cube.shape[2], cube.shape[1], cube.shape[0] // atom,
+            lrn=not (cfg["sqsum_bypass"] and cfg["mul_bypass"]), ram_type=ram_type))
 
     def record_counters(self, group: int, counters: dict[str, int]) -> None:
         for key, reg in COUNTER_REGISTERS.items():
             self.regs.set_word(reg, counters[key], group)   # 32-bit, wraps
         for reg in ZERO_FOR_INT8:
             self.regs.set_word(reg, 0, group)
-
-    # -- timing (crude; kept apart from the arithmetic) ----------------------------------------
-    def compute_cycles(self, cube: np.ndarray) -> int:
-        """Every lane of every pixel passes the LRN datapath once, cdp_throughput per cycle."""
-        return -(-cube.size // max(1, self.hw.cdp_throughput))

@@ -15,13 +15,13 @@ import numpy as np
 
 from ..kernels.conv import conv_lines
 from ..regs import GroupView
+from ..timing import conv as conv_timing
 from .base import Unit
 from .cdma import require_direct_int8
 from .csc import CHANNEL_CMAC_A, CHANNEL_CMAC_B, ConvJob
 
 CHANNEL_CACC_A = "cmac_a->cacc"
 CHANNEL_CACC_B = "cmac_b->cacc"
-PIPELINE_CYCLES = 8           # input register -> multipliers -> adder tree -> output (crude)
 
 
 @dataclass(frozen=True)
@@ -57,8 +57,9 @@ class _Cmac(Unit):
         job: ConvJob = yield from self.receive(self.channel_in)
         kernels = cell_kernels(job.kernels, self.hw.atomic_k, self.half)
         sums = mac_layer(job, kernels)
-        yield self.env.timeout(PIPELINE_CYCLES)
         yield from self.send(self.channel_out, MacPartial(kernels, sums, job.kernels))
+        # Timing: the array is busy while CSC issues its packages.
+        yield from conv_timing.cmac(self, self.engine.timing.layer("conv", self.stats["layers"]))
 
 
 class CmacA(_Cmac):

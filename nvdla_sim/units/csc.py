@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import NvdlaSimError
 from ..regs import GroupView
+from ..timing import conv as conv_timing
 from .base import Unit
 from .cbuf import FEATURE, PIXEL
 from .cdma import (CHANNEL_CSC, DATAIN_FEATURE, WEIGHT_UNCOMPRESSED, CbufLoad, int8_low_byte,
@@ -181,9 +182,12 @@ class Csc(Unit):
             raise NvdlaSimError(f"CSC: DATAIN_FORMAT is {expected} but the CDMA loaded "
                                 f"{load.data.kind} input")
         job = self.feature_job(load, g) if feature else self.pixel_job(view, load, g)
-        yield self.env.timeout(self.sequence_cycles(g, feature))
         yield from self.send(CHANNEL_CMAC_A, job)
         yield from self.send(CHANNEL_CMAC_B, job)
+        geom = conv_timing.csc_geometry(self.hw, not feature, g.out_w, g.out_h, g.kernel_h,
+                                        g.kernel_w, g.kernel_c, g.kernels)
+        layer = self.engine.timing.layer("conv", self.stats["layers"])
+        yield from conv_timing.csc(self, geom, layer)
 
     def feature_job(self, load: CbufLoad, g: ConvGeometry) -> ConvJob:
         cube = load.data.array
@@ -218,11 +222,3 @@ class Csc(Unit):
                        kernel_w=1, kernel_c=g.kernel_c, x_step=g.stride_x * g.in_c,
                        s_step=g.kernel_c, y_step=g.stride_y, r_step=1,
                        out_h=g.out_h, out_w=g.out_w)
-
-    # -- timing (crude; kept apart from the arithmetic) ----------------------------------------
-    def sequence_cycles(self, g: ConvGeometry, feature: bool) -> int:
-        """One atomic operation (ATOMIC_C channels x ATOMIC_K kernels at one output) per cycle."""
-        groups = -(-g.kernels // self.hw.atomic_k)
-        blocks = -(-g.kernel_c // self.hw.atomic_c)
-        positions = g.kernel_h * (g.kernel_w if feature else 1)
-        return groups * g.out_h * g.out_w * blocks * positions

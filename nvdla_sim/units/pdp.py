@@ -21,6 +21,8 @@ from ..kernels.fixed import sign_extend
 from ..kernels.pdp import POOL_AVERAGE, POOL_MAX, POOL_MIN, pool_int8
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
+from ..timing import pdp as pdp_timing
+from ..timing.dma import token_atoms
 from .base import Unit
 
 CHANNEL_RDMA = "pdp_rdma->pdp"
@@ -102,9 +104,12 @@ class PdpRdma(Unit):
                          view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
                          width, height, channels,
                          view.word("D_SRC_LINE_STRIDE"), view.word("D_SRC_SURFACE_STRIDE"), atom)
-        read_bytes = surfaces(channels, atom) * height * sum(w for _, w in cols) * atom
-        yield from self.dma("read", read_bytes, ram_type)
+        self.engine.timing.announce(pdp_timing.CH_RDMA)
         yield from self.send(CHANNEL_RDMA, cube)
+        # Timing: each strip is read whole, overlap columns included.
+        chunks = pdp_timing.read_chunks([w for _, w in cols], surfaces(channels, atom), height,
+                                        token_atoms(self.engine.timing))
+        yield from pdp_timing.rdma(self, chunks, ram_type)
 
 
 # -- PDP ---------------------------------------------------------------------------------------
@@ -216,17 +221,19 @@ class Pdp(Unit):
         if empty:
             raise self.unsupported(f"{empty} pooling windows lie entirely in the padding "
                                    "(the hardware never completes them)")
-        yield self.env.timeout(self.compute_cycles(cube, cfg))
-
         ram_type = view.field("D_DST_RAM_CFG", "DST_RAM_TYPE")
         write_cube(self.engine.memory.space(ram_type),
                    view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), out,
                    view.word("D_DST_LINE_STRIDE"), view.word("D_DST_SURFACE_STRIDE"), atom)
-        yield from self.dma("write", out.size, ram_type)
+        yield from pdp_timing.core(self, timing_geometry(view, cfg, height, channels, atom,
+                                                         on_flying, ram_type))
 
-    # -- timing (crude; kept apart from the arithmetic) ----------------------------------------
-    def compute_cycles(self, cube: np.ndarray, cfg: PoolingConfig) -> int:
-        """Each input element of every strip passes the pooling datapath once (overlap columns
-        twice), at pdp_throughput elements per cycle."""
-        elements = cube.shape[0] * cube.shape[1] * sum(s.in_width for s in cfg.strips)
-        return -(-elements // max(1, self.hw.pdp_throughput))
+
+def timing_geometry(view: GroupView, cfg: PoolingConfig, height: int, channels: int, atom: int,
+                    on_flying: bool, ram_type: int) -> pdp_timing.PdpGeometry:
+    """What the timing model needs of a pooling layer (sizes, padding, strips)."""
+    return pdp_timing.geometry(
+        height, channels, atom, cfg.out_height, cfg.kernel_w, cfg.kernel_h, cfg.stride_w,
+        cfg.stride_h, cfg.pad_top, view.field("D_POOLING_PADDING_CFG", "PAD_BOTTOM"),
+        [(s.in_width, s.out_width, s.pad_left, s.pad_right) for s in cfg.strips],
+        on_flying, ram_type)

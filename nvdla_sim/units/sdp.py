@@ -23,6 +23,7 @@ from ..kernels.sdp import ALGO_EQL, LE_ENTRIES, LO_ENTRIES, sdp_int8
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
 from ..regs.regmap import UnitDef
+from ..timing import sdp as sdp_timing
 from .base import Unit
 
 CHANNEL_RDMA = "sdp_rdma->sdp"
@@ -279,7 +280,9 @@ class SdpRdma(Unit):
         width, height, channels = cube_dims(view)
         payload = RdmaPayload()
         transfers: list[tuple[int, int]] = []           # (bytes, ram_type)
-        if view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") != FLYING_ON:
+        timing_operands = []
+        flying = view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") == FLYING_ON
+        if not flying:
             ram_type = view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE")
             line_stride = view.word("D_SRC_LINE_STRIDE")
             surf_stride = view.word("D_SRC_SURFACE_STRIDE")
@@ -295,11 +298,18 @@ class SdpRdma(Unit):
                 continue
             payload.operands[stage], nbytes, ram_type = self.read_operands(view, stage)
             transfers.append((nbytes, ram_type))
+            per_element = view.field(f"D_{dma}_CFG", f"{dma}_DATA_MODE") == DATA_MODE_PER_ELEMENT
+            timing_operands.append(sdp_timing.Operand(
+                f"SDP_{dma}", ram_type, per_element, nbytes))
         if not transfers:
             return                                      # nothing to fetch for SDP
-        for nbytes, ram_type in transfers:
-            yield from self.dma("read", nbytes, ram_type)
+        if not flying:
+            self.engine.timing.announce(sdp_timing.CH_RDMA)
         yield from self.send(CHANNEL_RDMA, payload)
+        yield from sdp_timing.rdma(self, sdp_timing.SdpRdmaGeometry(
+            atoms=surfaces(channels, atom) * height * width, flying=flying,
+            ram_type=view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE"),
+            operands=tuple(timing_operands)))
 
     def read_operands(self, view: GroupView, stage: str) -> tuple[StageOperands, int, int]:
         """Read the operand array(s) of one stage; returns them, the bytes read, the RAM type."""
@@ -373,14 +383,22 @@ class Sdp(Unit):
         except ValueError as exc:
             raise self.unsupported(str(exc)) from None
         self.record_counters(view, result.counters)
-        yield self.env.timeout(self.compute_cycles(shape))
-
-        if is_eql_mode(view):
-            return                                      # EQL mode only compares
-        if view.field("D_FEATURE_MODE_CFG", "OUTPUT_DST") == OUTPUT_DST_PDP:
-            yield from self.send(CHANNEL_PDP, result.output)
-            return
+        to_pdp = view.field("D_FEATURE_MODE_CFG", "OUTPUT_DST") == OUTPUT_DST_PDP
         ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
+        timing = sdp_timing.SdpGeometry(
+            atoms=shape[0] // atom * height * width, flying=flying, to_pdp=to_pdp,
+            stages=sum(1 for stage in STAGES
+                       if not view.field(f"D_DP_{stage}_CFG", f"{stage}_BYPASS")
+                       and (stage != "EW" or self.hw.sdp.ew)),     # no EW hardware: skipped
+            ram_type=ram_type, writes=not is_eql_mode(view))
+        if is_eql_mode(view):
+            yield from sdp_timing.core(self, timing)
+            return                                      # EQL mode only compares
+        if to_pdp:
+            self.engine.timing.announce(sdp_timing.CH_PDP)
+            yield from self.send(CHANNEL_PDP, result.output)
+            yield from sdp_timing.core(self, timing)
+            return
         line_stride = view.word("D_DST_LINE_STRIDE")
         surf_stride = view.word("D_DST_SURFACE_STRIDE")
         if width == 1 and height == 1:
@@ -388,7 +406,7 @@ class Sdp(Unit):
         write_cube(self.engine.memory.space(ram_type),
                    view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), result.output,
                    line_stride, surf_stride, atom)
-        yield from self.dma("write", result.output.size, ram_type)
+        yield from sdp_timing.core(self, timing)
 
     def record_counters(self, view: GroupView, counters: dict) -> None:
         """Status and performance registers the C model updates at the end of a layer."""
@@ -405,9 +423,3 @@ class Sdp(Unit):
                 self.regs.set_word(reg, counters[key], group)
         if view.field("D_PERF_ENABLE", "PERF_SAT_EN"):
             self.regs.set_word("D_PERF_OUT_SATURATION", counters["out_saturation"], group)
-
-    # -- timing (crude; kept apart from the arithmetic) ----------------------------------------
-    def compute_cycles(self, shape: tuple[int, int, int]) -> int:
-        """Every element passes the datapath once, at the BS throughput (elements per cycle)."""
-        elements = shape[0] * shape[1] * shape[2]
-        return -(-elements // max(1, self.hw.sdp.bs_throughput))

@@ -1,0 +1,302 @@
+"""Convolution timing: CDMA (data and weight channels) -> CBUF -> CSC -> CMAC -> CACC -> SDP.
+
+Processes and tokens (docs/timing-model-notes.md, 3.3):
+
+- CDMA_DAT books one read request (<= `cdma_request_atoms` atoms) at a time into CBUF data
+  entries; when the last is booked it tells CSC when the whole input will be in CBUF (CSC starts a
+  layer only then: RTL `dat_cbuf_ready`).
+- CDMA_WT books weight requests into the weight ring (`weight_bank x depth + 8` entries, the RTL
+  overflow check), waiting while it is full, and sends CSC one token per kernel group with the
+  cycle its last weight lands.  Both channels share the read port request by request.
+- CSC runs kernel group -> stripe -> (channel block, kernel position) packages; a package takes
+  max(stripe, CSC_MIN_STRIPE, kernels in group) cycles; a group that waited for its weights pays
+  `csc_start_cycles` more.  Before the last package of a stripe it takes as many CACC credits as
+  the stripe has atoms; at a group's end it frees the group's ring entries, at the layer's end the
+  data entries.
+- CACC delivers each stripe at ATOMK / SDP throughput + 1 cycles per atom, returning credits;
+  SDP (flying) serves them and writes them out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Generator
+
+from .tokens import Seg, wait_until, waited
+
+if TYPE_CHECKING:
+    from ..config import HardwareConfig
+    from ..units.base import Unit
+    from .model import TimingModel
+
+CH_DATA = "cdma->csc data"
+CH_WEIGHT = "cdma->csc weight"
+CH_STRIPE = "csc->cacc"
+CH_SDP = "cacc->sdp"
+POOL_DATA = "CBUF data entries"
+POOL_WEIGHT = "CBUF weight entries"
+POOL_CREDITS = "CACC credits"
+
+
+@dataclass(frozen=True)
+class CdmaGeometry:
+    data_atoms: int                  # atoms read for the input (0 when CBUF still holds it)
+    data_entries: int                # CBUF entries the input occupies
+    group_atoms: tuple               # weight atoms of each kernel group (last: the remainder)
+    data_banks: int
+    weight_banks: int
+    data_ram_type: int
+    weight_ram_type: int
+    keep_data: bool = False          # SKIP_DATA_RLS: CSC does not free the input
+    keep_weights: bool = False       # SKIP_WEIGHT_RLS: CSC frees no weights
+
+    @property
+    def weight_atoms(self) -> int:
+        return sum(self.group_atoms)
+
+
+def cdma_geometry(hw: "HardwareConfig", data_bytes: int, data_entries: int, weight_bytes: int,
+                  byte_per_kernel: int, kernels: int, data_banks: int, weight_banks: int,
+                  data_ram_type: int = 1, weight_ram_type: int = 1, keep_data: bool = False,
+                  keep_weights: bool = False) -> CdmaGeometry:
+    """Kernel groups are BYTE_PER_KERNEL x ATOMIC_K bytes, the last one the remainder (the CDMA
+    reports weights to CSC a group at a time)."""
+    atom = hw.memory_atomic_bytes
+    n_groups = -(-kernels // hw.atomic_k)
+    groups, left = [], weight_bytes
+    for g in range(n_groups):
+        b = left if g == n_groups - 1 else min(left, byte_per_kernel * hw.atomic_k)
+        groups.append(-(-b // atom))
+        left -= b
+    return CdmaGeometry(-(-data_bytes // atom), data_entries, tuple(groups), data_banks,
+                        weight_banks, data_ram_type, weight_ram_type, keep_data, keep_weights)
+
+
+def stripes(total: int, full: int, half: int) -> list[int]:
+    """CSC stripe lengths: `full` atoms while at least 2*full remain, `half` while more than
+    `full` remain, then the rest (RTL sg.v)."""
+    out, done = [], 0
+    while done < total:
+        left = total - done
+        s = full if left >= 2 * full else (half if left > full else left)
+        out.append(s)
+        done += s
+    return out
+
+
+@dataclass(frozen=True)
+class CscGeometry:
+    stripes: tuple                   # output atoms of each stripe of one kernel group
+    packages: int                    # packages per stripe: kernel positions x channel blocks
+    group_kernels: tuple             # kernels in each group
+
+    @property
+    def mac_cycles(self) -> int:
+        """Cycles of atomic operations if nothing ever waits (one per cycle)."""
+        return self.packages * sum(self.stripes) * len(self.group_kernels)
+
+
+def csc_geometry(hw: "HardwareConfig", image: bool, out_w: int, out_h: int, kernel_h: int,
+                 kernel_w: int, kernel_c: int, kernels: int) -> CscGeometry:
+    """Stripes of 2*ATOMIC_K output atoms (image input: per output row); a package is one kernel
+    position and one block of ATOMIC_C channels (image input folds the kernel width into the
+    channels, so only kernel rows count as positions)."""
+    full, half = 2 * hw.atomic_k, hw.atomic_k
+    blocks = -(-kernel_c // hw.atomic_c)
+    if image:
+        row = [min(full, out_w - x) for x in range(0, out_w, full)]
+        st, packages = row * out_h, kernel_h * blocks
+    else:
+        st, packages = stripes(out_w * out_h, full, half), kernel_h * kernel_w * blocks
+    groups = tuple(min(hw.atomic_k, kernels - g) for g in range(0, kernels, hw.atomic_k))
+    return CscGeometry(tuple(st), packages, groups)
+
+
+# -- CDMA ----------------------------------------------------------------------------------------
+def cdma(unit: "Unit", geom: CdmaGeometry) -> Generator:
+    """CDMA's layer: the data and weight channels, until both have fetched everything."""
+    tm: TimingModel = unit.engine.timing
+    env, p = tm.env, tm.params
+    r = p.rates
+    depth = r.cbuf_bank_entries
+    data_pool = tm.pool(POOL_DATA, geom.data_banks * depth)
+    weight_pool = tm.pool(POOL_WEIGHT, geom.weight_banks * depth + p.conv.weight_ring_extra_entries)
+    data_pool.resize(geom.data_banks * depth)
+    weight_pool.resize(geom.weight_banks * depth + p.conv.weight_ring_extra_entries)
+    if geom.data_entries > data_pool.capacity:
+        raise unit.unsupported(
+            f"the input needs {geom.data_entries} CBUF entries but D_BANK gives data "
+            f"{geom.data_banks} banks ({int(data_pool.capacity)} entries): CSC waits for the whole "
+            "input, so the layer never starts (the hardware needs it split)")
+    entries_per_atom = r.atom_bytes / r.cbuf_entry_bytes
+    for g, g_atoms in enumerate(geom.group_atoms):
+        if g_atoms * entries_per_atom > weight_pool.capacity:
+            raise unit.unsupported(
+                f"kernel group {g} needs {g_atoms * entries_per_atom:g} CBUF weight entries but "
+                f"D_BANK gives the weights {int(weight_pool.capacity)}: CSC waits for a whole "
+                "group, so the layer never finishes")
+    # Entries an earlier layer kept (SKIP_*_RLS) are dropped when this layer fetches anew.
+    if geom.data_atoms and tm.retained["data"]:
+        data_pool.release(tm.retained["data"])
+        tm.retained["data"] = 0
+    if geom.weight_atoms and tm.retained["weight"]:
+        weight_pool.release(tm.retained["weight"])
+        tm.retained["weight"] = 0
+    yield from wait_until(env, env.now + p.conv.cdma_request_cycles)
+    dat = env.process(_cdma_data(tm, geom, data_pool))
+    wt = env.process(_cdma_weight(tm, geom, weight_pool))
+    result = yield dat & wt
+    return result[dat], result[wt]
+
+
+def _cdma_data(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
+    env, p = tm.env, tm.params
+    memif = tm.engine.memif(geom.data_ram_type)
+    tracker = tm.tracker("CDMA_DAT")
+    atom = p.rates.atom_bytes
+    entries_per_atom = geom.data_entries / max(1, geom.data_atoms)
+    out = tm.channel(CH_DATA)
+    if not geom.data_atoms:           # DATA_REUSE: the input is already in CBUF
+        out.put(Seg(0, env.now, env.now, tag=geom.keep_data, end=True))
+        return env.now
+    first = None
+    left = geom.data_atoms
+    ready = env.now
+    while left > 0:
+        n = min(p.conv.cdma_request_atoms, left)
+        yield from waited(env, pool.acquire(n * entries_per_atom), tracker, "CBUF data full")
+        tm.note_cbuf()
+        tr = memif.reserve("CDMA_DAT", "read", n * atom)
+        first = tr.first if first is None else first
+        tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "read")
+        left -= n
+        if left == 0:
+            ready = tr.last + p.conv.cbuf_write_cycles
+            out.put(Seg(geom.data_entries, first + p.conv.cbuf_write_cycles, ready,
+                        tag=geom.keep_data, end=True))
+        yield from wait_until(env, tr.port_free)
+    tracker.flush()
+    yield from wait_until(env, ready)
+    return ready
+
+
+def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
+    env, p = tm.env, tm.params
+    memif = tm.engine.memif(geom.weight_ram_type)
+    tracker = tm.tracker("CDMA_WT")
+    atom = p.rates.atom_bytes
+    entries_per_atom = atom / p.rates.cbuf_entry_bytes
+    out = tm.channel(CH_WEIGHT)
+    bounds, acc = [], 0
+    for g in geom.group_atoms:
+        acc += g
+        bounds.append(acc)
+    issued, group = 0, 0
+    total = geom.weight_atoms
+    ready = env.now
+    while issued < total:
+        n = min(p.conv.cdma_request_atoms, total - issued)
+        yield from waited(env, pool.acquire(n * entries_per_atom), tracker, "weight ring full")
+        tm.note_cbuf()
+        tr = memif.reserve("CDMA_WT", "read", n * atom)
+        tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "read")
+        # Kernel groups whose last atom is in this request.
+        while group < len(bounds) and bounds[group] <= issued + n:
+            k = bounds[group] - issued - 1
+            ready = tr.beat(k) + p.conv.cbuf_write_cycles
+            out.put(Seg(geom.group_atoms[group] * entries_per_atom, tr.first, ready,
+                        tag=geom.keep_weights, end=group == len(bounds) - 1))
+            group += 1
+        issued += n
+        yield from wait_until(env, tr.port_free)
+    while group < len(bounds):             # WEIGHT_REUSE: the groups are already in CBUF
+        out.put(Seg(0, env.now, env.now, tag=geom.keep_weights, end=group == len(bounds) - 1))
+        group += 1
+    tracker.flush()
+    yield from wait_until(env, ready)
+    return ready
+
+
+# -- CSC (with CMAC, which executes its packages) -------------------------------------------------
+def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
+    tm: TimingModel = unit.engine.timing
+    env, p = tm.env, tm.params
+    r = p.rates
+    tracker = tm.tracker("CSC")
+    credits = tm.pool(POOL_CREDITS, r.cacc_credits)
+    out = tm.channel(CH_STRIPE)
+    data = yield from waited(env, tm.channel(CH_DATA).get(), tracker, "input not in CBUF")
+    weight_pool = tm.pool(POOL_WEIGHT, 1)
+    free = env.now
+    n_groups = len(geom.group_kernels)
+    mac_busy = []
+    for g, kernels in enumerate(geom.group_kernels):
+        wt = yield from waited(env, tm.channel(CH_WEIGHT).get(), tracker, "weights not in CBUF")
+        ready = max(data.last, wt.last)
+        start = ready + p.conv.csc_start_cycles if (g == 0 or ready > free) else free
+        start = max(start, env.now)
+        tracker.stall(env.now, start, "waiting for weights" if g else "waiting for input")
+        t = start
+        load = kernels / p.conv.weight_load_kernels_per_cycle
+        for i, s in enumerate(geom.stripes):
+            pkg = max(s, p.conv.csc_min_stripe_atoms, load)
+            last_pkg = t + (geom.packages - 1) * pkg
+            yield from wait_until(env, last_pkg)
+            tracker.busy(t, last_pkg)
+            # The stripe's last package may go only when CACC can take the whole stripe.
+            yield from waited(env, credits.acquire(s), tracker, "no CACC credits")
+            last_pkg = env.now
+            end_layer = g == n_groups - 1 and i == len(geom.stripes) - 1
+            first = last_pkg + p.conv.cmac_cacc_cycles
+            out.put(Seg(s, first, first + s - 1, tag=g, end=end_layer))
+            tracker.busy(last_pkg, last_pkg + pkg)
+            t = last_pkg + pkg
+        mac_busy.append((start, t))
+        yield from wait_until(env, t)
+        if wt.tag:                           # SKIP_WEIGHT_RLS: the next layer may reuse them
+            tm.retained["weight"] += wt.n
+        else:
+            weight_pool.release(wt.n)        # the group's ring entries
+        free = t
+    if data.tag:                             # SKIP_DATA_RLS
+        tm.retained["data"] += data.n
+    else:
+        tm.pool(POOL_DATA, 1).release(data.n)
+    tracker.flush()
+    layer["mac_busy"] = mac_busy
+    layer["done"].succeed(env.now)
+
+
+def cmac(unit: "Unit", layer: dict) -> Generator:
+    """CMAC_A/B execute CSC's packages: busy exactly when CSC issues them."""
+    if not layer["done"].triggered:
+        yield layer["done"]
+    tracker = unit.engine.timing.tracker(unit.block)
+    for start, end in layer.get("mac_busy", ()):
+        tracker.busy(start, end, "packages")
+    tracker.flush()
+
+
+# -- CACC ------------------------------------------------------------------------------------------
+def cacc(unit: "Unit") -> Generator:
+    tm: TimingModel = unit.engine.timing
+    env, p = tm.env, tm.params
+    r = p.rates
+    tracker = tm.tracker("CACC")
+    credits = tm.pool(POOL_CREDITS, r.cacc_credits)
+    inp = tm.channel(CH_STRIPE)
+    out = tm.channel(CH_SDP)
+    c = r.cacc_cycles_per_atom
+    free = env.now
+    while True:
+        seg = yield from waited(env, inp.get(), tracker, "no stripe")
+        start = max(free, seg.first, env.now)
+        end = max(start + seg.n * c, seg.last + c)
+        out.put(Seg(seg.n, start + c + p.conv.cacc_pipeline_cycles,
+                    end + p.conv.cacc_pipeline_cycles, end=seg.end))
+        tracker.busy(start, end, "delivery")
+        yield from wait_until(env, end)
+        credits.release(seg.n)
+        free = end
+        if seg.end:
+            break
+    tracker.flush()

@@ -1,0 +1,147 @@
+"""Sized tokens, bounded channels and credit pools: what the timing processes pass and wait on.
+
+A token (`Seg`) stands for `n` units of work (atoms, entries, beats) and carries the cycles its
+first and last unit become available.  A stage that serves `c` cycles per unit handles a whole
+token with one timeout (`serve`): it starts when it is free and the first unit is there, and it
+cannot finish before the last unit has arrived.  With constant rates inside a token this is exact,
+so the token size sets the event count, not the timing.
+
+Buffers are `Pool`s of credits (CBUF entries, latency-FIFO atoms, CACC credits): a producer
+acquires room before it fetches, the consumer releases it when the data has left.  A `Channel` is
+a FIFO of tokens whose room is such a pool, so back-pressure travels upstream as waits.
+"""
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Generator
+
+import simpy
+
+from ..errors import NvdlaSimError
+
+
+@dataclass
+class Seg:
+    n: float                    # units in the token
+    first: float                # cycle the first unit is available
+    last: float                 # cycle the last unit is available
+    tag: Any = None             # what the consumer needs to know (line ends, group, ...)
+    end: bool = False           # the layer's last token
+
+    @property
+    def span(self) -> float:
+        return self.last - self.first
+
+
+def serve(now: float, seg: Seg, cycles_per_unit: float, extra_cycles: float = 0.0) -> tuple[float, float]:
+    """Rate-latency service of a whole token: (start, end) in cycles."""
+    start = max(now, seg.first)
+    end = max(start + seg.n * cycles_per_unit, seg.last + cycles_per_unit) + extra_cycles
+    return start, end
+
+
+class Pool:
+    """`capacity` credits (entries, atoms); acquire waits in FIFO order until enough are free."""
+
+    def __init__(self, env: simpy.Environment, name: str, capacity: float):
+        self.env = env
+        self.name = name
+        self.capacity = capacity
+        self.free = capacity
+        self.peak = 0.0
+        self._waiters: deque[tuple[float, simpy.Event]] = deque()
+
+    @property
+    def used(self) -> float:
+        return self.capacity - self.free
+
+    def resize(self, capacity: float) -> None:
+        """A new split (CBUF banks of the next layer); keeps what is in use."""
+        self.free += capacity - self.capacity
+        self.capacity = capacity
+        self._wake()
+
+    def acquire(self, n: float) -> simpy.Event:
+        if n > self.capacity:
+            raise NvdlaSimError(f"{self.name}: {n:g} units requested at once but only "
+                                f"{self.capacity:g} exist (the hardware would never proceed)")
+        event = self.env.event()
+        self._waiters.append((n, event))
+        self._wake()
+        return event
+
+    def release(self, n: float) -> None:
+        self.free += n
+        self._wake()
+
+    def _wake(self) -> None:
+        while self._waiters and self._waiters[0][0] <= self.free:
+            n, event = self._waiters.popleft()
+            self.free -= n
+            self.peak = max(self.peak, self.capacity - self.free)
+            event.succeed()
+
+
+class Channel:
+    """A FIFO of tokens between two processes with `capacity` units of room (None: unbounded)."""
+
+    def __init__(self, env: simpy.Environment, name: str, capacity: float | None = None):
+        self.env = env
+        self.name = name
+        self.room = Pool(env, f"{name} buffer", capacity) if capacity else None
+        self._items = simpy.Store(env)
+
+    def put(self, seg: Seg) -> None:
+        self._items.put(seg)
+
+    def get(self) -> simpy.Event:
+        return self._items.get()
+
+    def release(self, n: float) -> None:
+        if self.room is not None:
+            self.room.release(n)
+
+
+@dataclass
+class Tracker:
+    """Busy and stall spans of one timing process, merged while contiguous, into the ActivityLog."""
+    log: Any
+    unit: str
+    _open: dict = field(default_factory=dict)
+
+    def span(self, kind: str, start: float, end: float, label: str = "") -> None:
+        if end <= start:
+            return
+        cur = self._open.get(kind)
+        if cur is not None and cur[2] == label and start <= cur[1] + 1e-9:
+            cur[1] = max(cur[1], end)
+            return
+        if cur is not None:
+            self.log.add(self.unit, kind, cur[0], cur[1], cur[2])
+        self._open[kind] = [start, end, label]
+
+    def busy(self, start: float, end: float, label: str = "busy") -> None:
+        self.span("busy", start, end, label)
+
+    def stall(self, start: float, end: float, label: str) -> None:
+        self.span("stall", start, end, label)
+
+    def flush(self) -> None:
+        for kind, (start, end, label) in self._open.items():
+            self.log.add(self.unit, kind, start, end, label)
+        self._open.clear()
+
+
+def wait_until(env: simpy.Environment, t: float) -> Generator:
+    """Sleep until cycle `t` (no event when it is now or past)."""
+    if t > env.now:
+        yield env.timeout(t - env.now)
+
+
+def waited(env: simpy.Environment, event: simpy.Event, tracker: Tracker, label: str) -> Generator:
+    """Wait for `event`, recording the wait as a stall; returns the event's value."""
+    start = env.now
+    value = yield event
+    tracker.stall(start, env.now, label)
+    return value
