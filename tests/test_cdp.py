@@ -10,7 +10,8 @@ from nvdla_sim.errors import UnsupportedError
 from nvdla_sim.kernels.cdp import LE_ENTRIES, LO_ENTRIES, lrn_int8
 from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram, RegWrite
 from nvdla_sim.regs import register_map
-from nvdla_sim.units.cdp import TABLE_LE, TABLE_LO, CdpLut, decode_lrn
+from nvdla_sim.units.cdp import decode_lrn
+from nvdla_sim.units.lut_memory import LutMemory
 
 NEVER = 1 << 30           # a LUT start no square sum reaches: that table always underflows
 
@@ -230,21 +231,21 @@ def test_output_convert(lut, offset, scale, shift, expected, saturated):
 def test_lut_access_auto_increments_and_stops_at_the_last_entry():
     rmap = register_map(2)
     unit = rmap.units["CDP"]
-    lut = CdpLut(unit)
+    lut = LutMemory(unit)
     write, lo_id = 1 << 17, 1 << 16
     lut.on_access_cfg(write | lo_id | 250)
     for v in range(10):
         lut.on_access_data(v)
     # 6, 7, 8 and 9 all land on entry 256
-    assert lut.tables[TABLE_LO][250:257].tolist() == [0, 1, 2, 3, 4, 5, 9]
+    assert lut.lo[250:257].tolist() == [0, 1, 2, 3, 4, 5, 9]
     lut.on_access_cfg(write | 63)
     lut.on_access_data(0xFFFF)                # int16 -1
     lut.on_access_data(0x8000)                # int16 -32768, entry 64
     lut.on_access_data(0x7FFF)                # stays at entry 64
-    assert lut.tables[TABLE_LE][62:65].tolist() == [0, -1, 32767]
+    assert lut.le[62:65].tolist() == [0, -1, 32767]
     lut.on_access_cfg(lo_id | 0)              # read access: data writes store nothing
     lut.on_access_data(123)
-    assert lut.tables[TABLE_LO][0] == 0
+    assert lut.lo[0] == 0
 
 
 # -- register decoding -------------------------------------------------------------------------
@@ -340,7 +341,7 @@ def test_units_lrn_from_memory_either_enable_order(rdma_first):
     assert view.word("D_PERF_LUT_LO_HIT") == 32
     assert view.word("D_PERF_LUT_UFLOW") == view.word("D_OUT_SATURATION") == 0
     assert view.field("D_OP_ENABLE", "OP_EN") == 0
-    assert engine.units["CDP"].lut.tables[TABLE_LO][256] == 299   # later writes stay at 256
+    assert engine.units["CDP"].lut.lo[256] == 299   # later writes stay at 256
 
 
 def test_int16_is_unsupported():

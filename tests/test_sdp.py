@@ -12,7 +12,8 @@ from nvdla_sim.kernels.sdp import (ALGO_EQL, ALGO_MAX, ALGO_MIN, ALGO_SUM, LE_EN
                                    LO_ENTRIES, sdp_int8)
 from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram, RegWrite
 from nvdla_sim.regs import RegisterFile, register_map
-from nvdla_sim.units.sdp import SdpLut, StageOperands, datapath_config, sdp_compute
+from nvdla_sim.units.lut_memory import LutMemory
+from nvdla_sim.units.sdp import StageOperands, datapath_config, sdp_compute
 
 from program_helpers import reg_writes
 
@@ -306,7 +307,7 @@ def test_lut_table_choice_by_priorities():
 # -- LUT loading -------------------------------------------------------------------------------
 def test_lut_access_auto_increments_and_stops_at_the_last_entry():
     unit = register_map(2).units["SDP"]
-    lut = SdpLut(unit)
+    lut = LutMemory(unit)
     lut.on_access_cfg((1 << 17) | 62)                  # write LE from entry 62
     for value in (0x0001, 0xFFFF, 0x8000, 0x1234):
         lut.on_access_data(value)

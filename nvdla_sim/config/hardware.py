@@ -7,7 +7,7 @@ A user file either is a full configuration or names a preset and overrides field
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 

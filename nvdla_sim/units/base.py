@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generator
 
-import simpy
 
 from ..errors import UnsupportedError
 from ..regs import GroupView

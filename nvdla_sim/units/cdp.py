@@ -16,18 +16,17 @@ from typing import Generator
 
 import numpy as np
 
-from ..kernels.cdp import LE_ENTRIES, LO_ENTRIES, lrn_int8
+from ..kernels.cdp import lrn_int8
 from ..kernels.fixed import sign_extend
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
-from ..regs.regmap import UnitDef
 from ..timing import cdp as cdp_timing
 from .base import Unit
+from .lut_memory import LutMemory
 
 CHANNEL = "cdp_rdma->cdp"
 
 DATA_INT8 = 0
-TABLE_LE, TABLE_LO = 0, 1
 LUT_START_END_BITS = 38         # S_LUT_*_START/END: LOW[31:0] + HIGH[5:0], two's complement
 LUT_INDEX_SELECT_BITS = 6       # the C model sign-extends the index selects from bit 5
 DATOUT_OFFSET_BITS = 25         # only the low 25 bits of D_DATOUT_OFFSET reach the converter
@@ -81,39 +80,6 @@ class CdpRdma(Unit):
 
 
 # -- LUT memory --------------------------------------------------------------------------------
-def _field(unit: UnitDef, reg: str, field: str, value: int) -> int:
-    f = unit.regs[reg].fields[field]
-    return (value & f.mask) >> f.lo
-
-
-class CdpLut:
-    """The LE and LO tables and their access pointer (S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA)."""
-
-    def __init__(self, definition: UnitDef):
-        self._def = definition
-        self.tables = {TABLE_LE: np.zeros(LE_ENTRIES, np.int64),
-                       TABLE_LO: np.zeros(LO_ENTRIES, np.int64)}
-        self.table_id = TABLE_LE
-        self.address = 0
-        self.write_mode = False
-
-    def on_access_cfg(self, value: int, group: int = 0) -> None:
-        self.table_id = _field(self._def, "S_LUT_ACCESS_CFG", "LUT_TABLE_ID", value)
-        self.address = _field(self._def, "S_LUT_ACCESS_CFG", "LUT_ADDR", value)
-        self.write_mode = _field(self._def, "S_LUT_ACCESS_CFG", "LUT_ACCESS_TYPE", value) == 1
-
-    def on_access_data(self, value: int, group: int = 0) -> None:
-        if not self.write_mode:
-            return
-        table = self.tables[self.table_id]
-        last = table.size - 1
-        if self.address > last:
-            return      # LUT_ADDR beyond the table: no entry there to write
-        table[self.address] = sign_extend(value & 0xFFFF, 16)
-        if self.address < last:
-            self.address += 1
-
-
 # -- CDP ---------------------------------------------------------------------------------------
 def _start_end(view: GroupView, name: str) -> int:
     """A 38-bit signed S_LUT_<name> value from its LOW word and HIGH[5:0]."""
@@ -161,9 +127,7 @@ class Cdp(Unit):
     def __init__(self, engine):
         super().__init__(engine)
         definition = self.regs.definition
-        self.lut = CdpLut(definition)
-        self.regs.write_hooks[definition.regs["S_LUT_ACCESS_CFG"].offset] = self.lut.on_access_cfg
-        self.regs.write_hooks[definition.regs["S_LUT_ACCESS_DATA"].offset] = self.lut.on_access_data
+        self.lut = LutMemory(definition).install(self.regs)
 
     def execute(self, view: GroupView) -> Generator:
         check_int8(self, view, "D_DATA_FORMAT", "INPUT_DATA_TYPE")
@@ -178,7 +142,7 @@ class Cdp(Unit):
                                    "a whole-atom INT8 cube")
 
         out, counters = lrn_int8(np.ascontiguousarray(cube), payload.channels, cfg,
-                                 self.lut.tables[TABLE_LE], self.lut.tables[TABLE_LO])
+                                 self.lut.le, self.lut.lo)
         ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
         write_cube(self.engine.memory.space(ram_type),
                    view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), out,

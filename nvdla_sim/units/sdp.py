@@ -22,9 +22,9 @@ import numpy as np
 from ..kernels.sdp import ALGO_EQL, LE_ENTRIES, LO_ENTRIES, sdp_int8
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
-from ..regs.regmap import UnitDef
 from ..timing import sdp as sdp_timing
 from .base import Unit
+from .lut_memory import LutMemory
 
 CHANNEL_RDMA = "sdp_rdma->sdp"
 CHANNEL_CACC = "cacc->sdp"
@@ -36,48 +36,11 @@ OUTPUT_DST_PDP = 1
 SRC_MEM = 1
 DATA_USE_MUL, DATA_USE_ALU, DATA_USE_BOTH = 0, 1, 2
 DATA_MODE_PER_ELEMENT = 1
-LUT_TABLE_LO = 1
-LUT_ACCESS_WRITE = 1
 PRECISIONS = {0: "INT8", 1: "INT16", 2: "FP16"}
 
 STAGES = ("BS", "BN", "EW")
 # The operand DMA of each stage (D_<DMA>_CFG); its address registers are D_<stage>_*
 STAGE_DMA = {"BS": "BRDMA", "BN": "NRDMA", "EW": "ERDMA"}
-
-
-# -- the LUT tables ----------------------------------------------------------------------------
-def _field_of(unit: UnitDef, reg: str, name: str, word: int) -> int:
-    f = unit.regs[reg].fields[name]
-    return (word & f.mask) >> f.lo
-
-
-class SdpLut:
-    """LE and LO tables and their access pointer.  Each S_LUT_ACCESS_DATA write in write mode
-    stores an int16 entry and advances the address, which stops at the last entry."""
-
-    def __init__(self, definition: UnitDef):
-        self._def = definition
-        self.le = np.zeros(LE_ENTRIES, np.int64)
-        self.lo = np.zeros(LO_ENTRIES, np.int64)
-        self.table_lo = False
-        self.address = 0
-        self.write_mode = False
-
-    def on_access_cfg(self, value: int, group: int = 0) -> None:
-        cfg = "S_LUT_ACCESS_CFG"
-        self.table_lo = _field_of(self._def, cfg, "LUT_TABLE_ID", value) == LUT_TABLE_LO
-        self.address = _field_of(self._def, cfg, "LUT_ADDR", value)
-        self.write_mode = _field_of(self._def, cfg, "LUT_ACCESS_TYPE", value) == LUT_ACCESS_WRITE
-
-    def on_access_data(self, value: int, group: int = 0) -> None:
-        if not self.write_mode:
-            return
-        table = self.lo if self.table_lo else self.le
-        if self.address < len(table):
-            raw = value & 0xFFFF
-            table[self.address] = raw - 0x10000 if raw & 0x8000 else raw
-        if self.address < len(table) - 1:
-            self.address += 1
 
 
 # -- operands ----------------------------------------------------------------------------------
@@ -235,7 +198,7 @@ class SdpResult:
 
 
 def sdp_compute(view: GroupView, x: np.ndarray, operands: dict[str, StageOperands] | None = None,
-                lut: SdpLut | None = None) -> SdpResult:
+                lut: LutMemory | None = None) -> SdpResult:
     """Run the SDP datapath of register group `view` over the int32 (or int8) cube `x`
     (lanes, H, W) with the memory operands `operands` and the LUT tables `lut` (zeros if None).
     A compiler can use it as the reference of what the hardware computes for a layer."""
@@ -354,9 +317,7 @@ class Sdp(Unit):
     def __init__(self, engine):
         super().__init__(engine)
         definition = self.regs.definition
-        self.lut = SdpLut(definition)
-        self.regs.write_hooks[definition.regs["S_LUT_ACCESS_CFG"].offset] = self.lut.on_access_cfg
-        self.regs.write_hooks[definition.regs["S_LUT_ACCESS_DATA"].offset] = self.lut.on_access_data
+        self.lut = LutMemory(definition).install(self.regs)
 
     def execute(self, view: GroupView) -> Generator:
         check_modelled(self, view, "D_DATA_FORMAT", ("PROC_PRECISION", "OUT_PRECISION"))
