@@ -1,0 +1,104 @@
+"""Where the points run.  Every backend runs the same function, `point.evaluate_point`, on each
+point and yields the rows as they finish (in any order), so local and Ray results are the same.
+
+- `LocalBackend(jobs)`: a process pool of `jobs` workers (default: every core this process may
+  use); `jobs=1` runs the points in this process, one after another.
+- `RayBackend(jobs, address)`: one Ray task per point (1 CPU each) on the cluster at `address`
+  (or $RAY_ADDRESS), or on a local Ray instance of `jobs` CPUs started for the sweep and stopped
+  after it.  Ray is an optional extra: `pip install 'nvdla-sim[ray]'`.
+"""
+from __future__ import annotations
+
+import os
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from typing import Iterable, Iterator
+
+from ..errors import NvdlaSimError
+from .point import PointRunner, evaluate_point
+from .spec import Point
+
+BACKENDS = ("local", "ray")
+
+
+def default_jobs() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:          # not Linux
+        return os.cpu_count() or 1
+
+
+class LocalBackend:
+    name = "local"
+
+    def __init__(self, jobs: int | None = None):
+        self.jobs = jobs or default_jobs()
+        if self.jobs < 1:
+            raise NvdlaSimError(f"--jobs: must be >= 1, got {self.jobs}")
+
+    def run(self, points: Iterable[Point], runner: PointRunner, bytes_per_mac: float) -> Iterator[dict]:
+        points = list(points)
+        if self.jobs == 1 or len(points) <= 1:
+            for p in points:
+                yield evaluate_point(p, runner, bytes_per_mac)
+            return
+        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(points)))
+        try:
+            pending = {pool.submit(evaluate_point, p, runner, bytes_per_mac) for p in points}
+            while pending:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for f in finished:
+                    yield f.result()
+        finally:
+            # On an interrupt: drop what has not started; finished rows were already saved.
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class RayBackend:
+    name = "ray"
+
+    def __init__(self, jobs: int | None = None, address: str | None = None):
+        self.jobs = jobs
+        self.address = address or os.environ.get("RAY_ADDRESS") or None
+
+    def _ray(self):
+        try:
+            import ray
+        except ImportError:
+            raise NvdlaSimError("--backend ray: the ray package is not installed "
+                                "(pip install 'nvdla-sim[ray]')") from None
+        return ray
+
+    def run(self, points: Iterable[Point], runner: PointRunner, bytes_per_mac: float) -> Iterator[dict]:
+        ray = self._ray()
+        points = list(points)
+        if not points:
+            return
+        started = not ray.is_initialized()
+        if started:
+            kwargs = dict(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
+            if self.address:
+                ray.init(address=self.address, **kwargs)
+            else:
+                ray.init(num_cpus=self.jobs or default_jobs(), **kwargs)
+        try:
+            task = ray.remote(num_cpus=1, max_retries=0)(evaluate_point)
+            pending = [task.remote(p, runner, bytes_per_mac) for p in points]
+            try:
+                while pending:
+                    finished, pending = ray.wait(pending, num_returns=1)
+                    for ref in finished:
+                        yield ray.get(ref)
+            finally:
+                for ref in pending:
+                    ray.cancel(ref, force=True)
+        finally:
+            if started:
+                ray.shutdown()
+
+
+def make_backend(name: str, jobs: int | None = None, address: str | None = None):
+    if name == "local":
+        return LocalBackend(jobs)
+    if name == "ray":
+        return RayBackend(jobs, address)
+    raise NvdlaSimError(f"--backend: must be one of {', '.join(BACKENDS)}, got {name!r}")

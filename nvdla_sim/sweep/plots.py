@@ -1,0 +1,179 @@
+"""Sweep plots (matplotlib, Agg), one panel per network; see docs/sweeps.md for how to read them.
+
+- `latency_vs_cbuf.png`: ms per inference against CBUF KiB (log2 axis), one line per combination
+  of the other swept values; CBUF sizes that were infeasible are marked x on the axis.
+- `pareto_latency_area.png`: every point's ms against its area proxy; the Pareto front (no other
+  point is both smaller and faster) joined by a step line and labelled, one front per
+  combination of the swept values that are not area (DRAM GB/s, clock).
+- `dram_vs_cvsram.png`: DRAM MiB moved per inference against CVSRAM KiB, one line per combination
+  of the other swept values that change traffic (not DRAM GB/s or clock: their points are markers
+  around the line).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+CBUF_COLUMNS = ("cbuf_banks", "cbuf_bank_depth", "cbuf_bank_width")
+AREA_COLUMNS = ("preset", "atomic_c", "atomic_k", "cbuf_banks", "cbuf_bank_depth", "cbuf_bank_width",
+                "cvsram_bytes")
+SERIES_COLUMNS = ("preset", "atomic_c", "atomic_k", "cbuf_banks", "cbuf_bank_depth",
+                  "cbuf_bank_width", "cvsram_bytes", "dram_gbps", "clock_mhz", "mode")
+
+
+def pareto_front(rows: list[dict], x: str = "area_proxy", y: str = "ms") -> list[dict]:
+    """Rows no other row beats on both `x` and `y` (smaller is better), by increasing `x`."""
+    front: list[dict] = []
+    for r in sorted(rows, key=lambda r: (r[x], r[y])):
+        if not front or r[y] < front[-1][y]:
+            if front and r[x] == front[-1][x]:
+                continue
+            front.append(r)
+    return front
+
+
+def _by_network(rows: list[dict]) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        out.setdefault(str(r.get("network")), []).append(r)
+    return out
+
+
+def _varying(rows: list[dict], exclude: tuple[str, ...], extra: list[str]) -> list[str]:
+    cols = [c for c in (*SERIES_COLUMNS, *extra) if c not in exclude]
+    return [c for c in cols if len({repr(r.get(c)) for r in rows}) > 1]
+
+
+def _series(rows: list[dict], cols: list[str], x: str) -> dict[str, list[dict]]:
+    out: dict[str, list[dict]] = {}
+    for r in rows:
+        label = ", ".join(f"{c}={_fmt(r.get(c))}" for c in cols) or "all points"
+        out.setdefault(label, []).append(r)
+    return {k: sorted(v, key=lambda r: r[x]) for k, v in out.items()}
+
+
+def _fmt(v) -> str:
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _extra_columns(rows: list[dict]) -> list[str]:
+    """Axes given as scenario field paths (dotted column names)."""
+    return sorted({k for r in rows for k in r if "." in k})
+
+
+def _figure(n: int, title: str):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    cols = min(n, 2)
+    rows = -(-n // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(7.5 * cols, 5 * rows), squeeze=False)
+    for ax in axes.flat[n:]:
+        ax.set_visible(False)
+    fig.suptitle(title)
+    return plt, fig, list(axes.flat[:n])
+
+
+def _finish(plt, fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_latency_vs_cbuf(rows: list[dict], path: Path, title: str) -> Path:
+    from matplotlib.ticker import FuncFormatter
+    ok = [r for r in rows if r.get("status") == "ok"]
+    nets = _by_network(ok)
+    plt, fig, axes = _figure(len(nets), f"{title}: latency vs CBUF size")
+    extra = _extra_columns(rows)
+    for ax, (net, rs) in zip(axes, nets.items()):
+        cols = _varying(rs, CBUF_COLUMNS + ("network",), extra)
+        for label, s in _series(rs, cols, "cbuf_kib").items():
+            ax.plot([r["cbuf_kib"] for r in s], [r["ms"] for r in s], "o-", label=label)
+        bad = sorted({r["cbuf_kib"] for r in rows if r.get("status") == "infeasible"
+                      and r.get("network") == net and r.get("cbuf_kib")})
+        if bad:
+            ax.plot(bad, [0.0] * len(bad), "x", color="grey", markersize=9, clip_on=False,
+                    transform=ax.get_xaxis_transform(), label="infeasible CBUF")
+        ax.set_xscale("log", base=2)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.set_xlabel("CBUF KiB")
+        ax.set_ylabel("ms per inference")
+        ax.set_title(net)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return _finish(plt, fig, path)
+
+
+def plot_pareto(rows: list[dict], path: Path, title: str) -> Path:
+    """A front per combination of the swept values the area proxy does not count (DRAM GB/s,
+    clock...): bandwidth costs nothing in area, so one front over all of them would only show
+    the fastest memory."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    nets = _by_network(ok)
+    plt, fig, axes = _figure(len(nets), f"{title}: latency vs area proxy (MAC-equivalents)")
+    extra = _extra_columns(rows)
+    for ax, (net, rs) in zip(axes, nets.items()):
+        varying = _varying(rs, ("network",), extra)
+        sized = [c for c in varying if c in AREA_COLUMNS]
+        others = [c for c in varying if c not in AREA_COLUMNS]
+        for label, group in _series(rs, others, "area_proxy").items():
+            points = ax.plot([r["area_proxy"] for r in group], [r["ms"] for r in group], "o",
+                             alpha=0.35)
+            colour = points[0].get_color()
+            front = pareto_front(group)
+            xs = [r["area_proxy"] for r in front]
+            ys = [r["ms"] for r in front]
+            ax.step(xs, ys, where="post", color=colour)
+            ax.plot(xs, ys, "o", color=colour, label=f"front: {label}")
+            for r in front:
+                ax.annotate(", ".join(_fmt(r.get(c)) for c in sized), (r["area_proxy"], r["ms"]),
+                            textcoords="offset points", xytext=(4, 4), fontsize=6)
+        if sized:
+            ax.text(0.99, 0.99, "labels: " + ", ".join(sized), transform=ax.transAxes,
+                    ha="right", va="top", fontsize=7)
+        ax.set_xlabel("area proxy: MACs + SRAM bytes / bytes_per_mac")
+        ax.set_ylabel("ms per inference")
+        ax.set_title(net)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7, loc="lower left")
+    return _finish(plt, fig, path)
+
+
+def plot_dram_vs_cvsram(rows: list[dict], path: Path, title: str) -> Path:
+    """Lines by the swept values that change traffic (CBUF, MAC array...); DRAM GB/s and clock
+    change time, not bytes, so their points share a line (its mean) and show as markers."""
+    ok = [r for r in rows if r.get("status") == "ok"]
+    nets = _by_network(ok)
+    plt, fig, axes = _figure(len(nets), f"{title}: DRAM traffic vs CVSRAM size")
+    extra = _extra_columns(rows)
+    for ax, (net, rs) in zip(axes, nets.items()):
+        cols = _varying(rs, ("cvsram_bytes", "network", "dram_gbps", "clock_mhz"), extra)
+        for label, s in _series(rs, cols, "cvsram_bytes").items():
+            xs = sorted({r["cvsram_bytes"] for r in s})
+            mean = [sum(r["dram_bytes"] for r in s if r["cvsram_bytes"] == x)
+                    / sum(1 for r in s if r["cvsram_bytes"] == x) / 2**20 for x in xs]
+            line = ax.plot([x / 1024 for x in xs], mean, "-", label=label)
+            ax.plot([r["cvsram_bytes"] / 1024 for r in s], [r["dram_bytes"] / 2**20 for r in s],
+                    "o", color=line[0].get_color())
+        if len({r["cvsram_bytes"] for r in rs}) == 1:
+            ax.text(0.5, 0.5, f"CVSRAM is not swept ({rs[0]['cvsram_bytes'] // 1024} KiB at every "
+                    "point):\nadd a cvsram_bytes axis (a preset with a secondary memory interface)",
+                    transform=ax.transAxes, ha="center", va="center", fontsize=8,
+                    bbox={"facecolor": "white", "alpha": 0.8, "edgecolor": "#999999"})
+        ax.set_xlabel("CVSRAM KiB")
+        ax.set_ylabel("DRAM MiB per inference (read + write)")
+        ax.set_title(net)
+        ax.set_ylim(bottom=0)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    return _finish(plt, fig, path)
+
+
+def plot_all(rows: list[dict], out_dir: Path, title: str) -> list[Path]:
+    out_dir = Path(out_dir)
+    return [plot_latency_vs_cbuf(rows, out_dir / "latency_vs_cbuf.png", title),
+            plot_pareto(rows, out_dir / "pareto_latency_area.png", title),
+            plot_dram_vs_cvsram(rows, out_dir / "dram_vs_cvsram.png", title)]

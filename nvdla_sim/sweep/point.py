@@ -1,0 +1,99 @@
+"""One sweep point: scenario mapping in, result row out.
+
+`evaluate_point(point, runner)` is what every backend runs (in a worker process or a Ray task):
+
+    parse the point's scenario  -- a hardware value the configuration cannot take: infeasible
+    compile it to hardware layers and check the CBUF (feasibility.py)  -- too small: infeasible
+    runner(scenario mapping, base_dir) -> metrics  -- an exception: status "error", sweep goes on
+    row = parameters + hardware columns + metrics (results.py)
+
+The runner is injected.  `run_scenario_point` (the default) runs the scenario the way
+`nvdla-sim run` does, through the lowering seam `scenario.runner.lower_and_run`, and reads the
+totals; `conv_chain.run_conv_chain` is a smaller real runner for networks of convolutions.  A runner
+returns a mapping with at least `cycles` (DLA cycles, first enable to last interrupt) and
+`dram_bytes` (DRAM bytes read + written); optional: `cvsram_traffic_bytes`, `lowest_sqnr_db`,
+`gpu_layers`.
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from ..errors import NvdlaSimError
+from .feasibility import cbuf_infeasibility, largest_need
+from .spec import Point, canonical
+
+PointRunner = Callable[[dict, str], dict]
+
+_compiled: tuple[str, object] | None = None        # (canonical scenario, Prepared) of the last point
+
+
+def compile_point(scenario: dict, base_dir: str):
+    """The point's scenario parsed and compiled up to the lowering seam (`runner.Prepared`).
+    Feasibility and the runner of one point share it: the last one is kept."""
+    global _compiled
+    from ..scenario.runner import prepare
+    from ..scenario.schema import parse_scenario
+    key = canonical([scenario, base_dir])
+    if _compiled is None or _compiled[0] != key:
+        _compiled = None
+        _compiled = (key, prepare(parse_scenario(scenario, Path(base_dir))))
+    return _compiled[1]
+
+
+def run_scenario_point(scenario: dict, base_dir: str) -> dict:
+    """The default runner: the scenario on the engine through `lower_and_run`, as `nvdla-sim run`
+    runs it (no report files are written)."""
+    from ..report.tables import build_report
+    from ..scenario.runner import context, dla_tensors, lower_and_run
+    prep = compile_point(scenario, base_dir)
+    result = lower_and_run(prep.plan, replace(context(prep), timeline=False))
+    values = dla_tensors(prep.plan, result.outputs) if prep.scenario.values else None
+    report = build_report(prep, result, values)
+    lowest = report.lowest_sqnr
+    return {"cycles": result.total_cycles,
+            "dram_bytes": report.total_dram_bytes or 0,
+            "cvsram_traffic_bytes": sum(t.cvsram_read_bytes + t.cvsram_write_bytes
+                                        for t in result.layers),
+            "lowest_sqnr_db": lowest[1] if lowest else None,
+            "gpu_layers": sum(r.device == "GPU" for r in report.rows)}
+
+
+def evaluate_point(point: Point, runner: PointRunner, bytes_per_mac: float) -> dict:
+    """The result row of one point (never raises for a point's own failure)."""
+    from ..scenario.schema import parse_scenario
+    from .results import base_row, hardware_columns, metric_columns
+    start = time.perf_counter()
+    row = base_row(point)
+
+    def done(status: str, reason: str = "") -> dict:
+        row.update(status=status, reason=reason, wall_s=round(time.perf_counter() - start, 3))
+        return row
+
+    try:
+        scn = parse_scenario(point.scenario, Path(point.base_dir))
+    except NvdlaSimError as exc:
+        return done("infeasible", str(exc))
+    row.update(hardware_columns(scn, bytes_per_mac))
+    try:
+        prep = compile_point(point.scenario, point.base_dir)
+    except NvdlaSimError as exc:
+        return done("infeasible", str(exc))
+    need = largest_need(scn.hardware, prep.plan)
+    row["min_cbuf_banks"] = need.banks if need else None
+    row["network_macs"] = sum(layer.macs for layer in prep.plan.layers if layer.on_dla)
+    reason = cbuf_infeasibility(scn.hardware, prep.plan)
+    if reason:
+        return done("infeasible", reason)
+    try:
+        metrics = runner(point.scenario, point.base_dir)
+    except NvdlaSimError as exc:
+        return done("error", str(exc))
+    except Exception as exc:       # a bug in one point must not stop the sweep
+        where = traceback.extract_tb(exc.__traceback__)[-1]
+        return done("error", f"{type(exc).__name__}: {exc} ({Path(where.filename).name}:{where.lineno})")
+    row.update(metric_columns(metrics, scn, row))
+    return done("ok")
