@@ -85,15 +85,41 @@ def cmd_run(args) -> int:
 
 def cmd_compile(args) -> int:
     from .report.tables import build_report, format_console
-    from .scenario.runner import NotBuiltError, prepare
+    from .scenario.runner import context, prepare
     from .scenario.schema import load_scenario
-    prep = prepare(load_scenario(args.scenario))
+    scn = load_scenario(args.scenario)
+    if args.emit_cfg:
+        scn.mode = "values+timing"      # memory images and CRCs need the INT8 values
+    prep = prepare(scn)
     print(prep.plan.describe())
     print(format_console(build_report(prep, None)))
     if args.emit_cfg:
-        raise NotBuiltError("--emit-cfg: writing .cfg trace tests needs the register-program "
-                            "lowering (issue 4 part B), which is not built yet")
+        from .compiler.lower import emit_trace
+        path, result = emit_trace(prep.plan, context(prep), args.emit_cfg, scn.name,
+                                  scn.memory.dram)
+        crcs = [c for c in result.checks if c.kind == "crc"]
+        print(f"{path}: {len(crcs)} check_crc values from the simulator, {result.cycles:.0f} cycles "
+              f"(replay: nvdla-sim replay {path.parent} --project {scn.hardware.name})")
     return 0
+
+
+def cmd_sweep(args) -> int:
+    from .sweep.backends import make_backend
+    from .sweep.driver import run_sweep, runner_by_name
+    from .sweep.spec import load_sweep
+    spec = load_sweep(args.sweep)
+    backend = make_backend(args.backend, args.jobs, args.ray_address)
+    print(f"{spec.name}: {len(spec.points)} points, backend {args.backend}"
+          + (f", {backend.jobs} jobs" if backend.jobs else ""), flush=True)
+    try:
+        summary = run_sweep(spec, backend, runner_by_name(args.runner), args.out,
+                            plots=False if args.no_plots else None)
+    except KeyboardInterrupt:
+        print(f"finished points are saved in {args.out or spec.out_dir}; the same command "
+              "continues the sweep", file=sys.stderr)
+        raise
+    print(summary.text())
+    return 1 if summary.errors else 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -131,6 +157,19 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("scenario", help="scenario YAML (see docs/scenarios.md)")
     m.add_argument("--emit-cfg", type=Path, help="write the program as .cfg trace tests here")
     m.set_defaults(func=cmd_compile)
+
+    w = sub.add_parser("sweep", help="run a design-space sweep (SWEEP.yaml: a base scenario plus axes)")
+    w.add_argument("sweep", help="sweep YAML (see docs/sweeps.md)")
+    w.add_argument("--jobs", type=int, help="points run at once (default: every core)")
+    w.add_argument("--backend", choices=("local", "ray"), default="local",
+                   help="local process pool (default) or Ray (pip install 'nvdla-sim[ray]')")
+    w.add_argument("--ray-address", help="Ray cluster to use (default $RAY_ADDRESS, else a local "
+                                         "Ray instance of --jobs CPUs)")
+    w.add_argument("--out", type=Path, help="results folder (default: the sweep's outputs.directory)")
+    w.add_argument("--runner", choices=("scenario", "conv-chain"), default="scenario",
+                   help="scenario: the full scenario run (default); conv-chain: convolutions only")
+    w.add_argument("--no-plots", action="store_true", help="write no plots")
+    w.set_defaults(func=cmd_sweep)
     return p
 
 

@@ -11,7 +11,9 @@ from nvdla_sim.cli import main
 from nvdla_sim.scenario.schema import load_scenario, parse_scenario
 
 REPO = Path(__file__).resolve().parent.parent
-SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
+SHIPPED = sorted((REPO / "scenarios").glob("*.yaml"))
+SWEEPS = [p for p in SHIPPED if "base" in (yaml.safe_load(p.read_text()) or {})]
+SCENARIOS = [p for p in SHIPPED if p not in SWEEPS]
 
 
 def write(tmp_path: Path, data: dict | str, name: str = "s.yaml") -> Path:
@@ -31,7 +33,18 @@ def test_shipped_scenarios_are_valid(path):
     scn = load_scenario(path)
     assert scn.precision == "int8"
     assert scn.hardware.name in path.stem
-    assert scn.network.builtin in path.stem
+    assert scn.network.source == "layers" or scn.network.builtin in path.stem
+
+
+@pytest.mark.parametrize("path", SWEEPS, ids=[p.stem for p in SWEEPS])
+def test_shipped_sweeps_are_valid(path):
+    from nvdla_sim.sweep.spec import load_sweep
+    assert load_sweep(path).points
+
+
+def test_a_sweep_file_run_as_a_scenario_says_so(capsys):
+    code, _, err = run_cli(["run", SWEEPS[0]], capsys)
+    assert code != 0 and "sweep file" in err and "nvdla-sim sweep" in err
 
 
 def test_resnet50_scenario_is_the_estimator_configuration():
@@ -115,7 +128,7 @@ BASE = {"hardware": "nv_small", "network": "lenet5"}
     ({"network": {"input": [1, 8], "layers": [{"name": "r", "type": "relu"}]}},
      "network.input: must be [channels, height, width]"),
     ({"precision": "fp16"}, "precision: fp16 is not modelled"),
-    ({"mode": "fast"}, "mode: must be one of values+timing, timing, got 'fast'"),
+    ({"mode": "fast"}, "mode: must be one of values+timing, timing, timing-only, got 'fast'"),
     ({"clock_mhz": 0}, "clock_mhz: must be > 0, got 0"),
     ({"input": {"npy": "nope.npy"}}, "input.npy: file not found"),
     ({"weights": {"npz": "w.npz", "seed": 3}}, "weights: give either npz or seed, not both"),

@@ -103,9 +103,12 @@ def encode_field(reg: RegisterDef, fdef: FieldDef, value: int | str) -> int:
 class ProgramBuilder:
     """Accumulates the commands of one RegisterProgram (see the module doc)."""
 
-    def __init__(self, hw: HardwareConfig, name: str = "program"):
+    def __init__(self, hw: HardwareConfig, name: str = "program", images: bool = True):
+        """`images` False: memory images are left out (a timing-only program, whose engine
+        never reads memory contents); buffers are still allocated and addressed."""
         self.hw = hw
         self.name = name
+        self.images = images
         self.regmap = register_map(hw.nvdla_version)
         self.commands: list = []
         self._next_group: dict[str, int] = {}
@@ -211,6 +214,8 @@ class ProgramBuilder:
         """Place a byte image (any numpy array, viewed as bytes) at `address`.  With `zero_fill`
         the region is first cleared (`mem_init ... ALL_ZERO`), as the official traces do, so a
         .dat file may leave zero runs out whatever player loads it."""
+        if not self.images:
+            return
         image = np.ascontiguousarray(data).view(np.uint8).reshape(-1).copy()
         if zero_fill:
             self.mem_fill(address, image.size)
@@ -218,6 +223,8 @@ class ProgramBuilder:
 
     def load_cube(self, placement: TensorPlacement, cube: np.ndarray, source: str = "") -> None:
         """Load a (C, H, W) int8 cube into its placement (padding lanes and line gaps zero)."""
+        if not self.images:
+            return
         self.mem_load(placement.address, cube_image(placement, cube),
                       source or placement.name)
 

@@ -54,6 +54,7 @@ class ConvLayer:
     in_cvt: Converter | None = None         # CDMA feature input converter (None: off)
     sdp: SdpLayer = field(default_factory=SdpLayer)
     name: str = "conv"
+    image: bool = False                     # input is a pitch-linear image (see image_placement)
 
     @property
     def kernels(self) -> int:
@@ -72,6 +73,42 @@ def weight_image(weights: np.ndarray, atomic_c: int, atomic_k: int) -> np.ndarra
             block = group[:, c0:c0 + atomic_c]            # (kg, cb, R, S)
             out.append(block.transpose(2, 3, 0, 1).reshape(-1))   # r, s, kernel, channel
     return np.concatenate(out).view(np.uint8)
+
+
+# -- image input -------------------------------------------------------------------------------
+# A network input of at most 4 channels is read as an image (DATAIN_FORMAT = PIXEL), as the NVDLA
+# software does for the first layer: the CDMA pads each line left and right, and the CSC sees a
+# kernel one column wide whose channels are the S columns x C_pixel channels of a kernel row
+# ("pre-extended"), so a 3-channel 7x7 kernel fills 28 of the ATOMIC_C lanes instead of 3.
+PIXEL_FORMATS = {1: ("T_R8", 1), 4: ("T_A8B8G8R8", 4)}   # C_pixel -> PIXEL_FORMAT, bytes per pixel
+IMAGE_LINE_ALIGN_BYTES = 32
+
+
+def pixel_channels(channels: int) -> int | None:
+    """Elements per pixel of the image format holding `channels` channels (None: no format)."""
+    return 1 if channels == 1 else 4 if channels <= 4 else None
+
+
+def image_placement(name: str, space: str, address: int, channels: int, height: int,
+                    width: int) -> TensorPlacement:
+    """A pitch-linear image: one 'surface' whose atom is the pixel (R8: 1 byte, A8B8G8R8: 4; a
+    3-channel image leaves the alpha byte 0), lines 32-byte aligned."""
+    bpp = PIXEL_FORMATS[pixel_channels(channels)][1]
+    line = align_up(width * bpp, IMAGE_LINE_ALIGN_BYTES)
+    return TensorPlacement(name, space, address, width, height, channels, bpp, line, line * height)
+
+
+def pre_extend(weights: np.ndarray, c_pixel: int) -> np.ndarray:
+    """(K, C, R, S) -> (K, S * c_pixel, R, 1): kernel column s, channel c at channel s*c_pixel + c."""
+    k, c, r, s = weights.shape
+    ext = np.zeros((k, s, c_pixel, r), np.int8)
+    ext[:, :, :c, :] = np.asarray(weights, np.int8).transpose(0, 3, 1, 2)
+    return ext.reshape(k, s * c_pixel, r, 1)
+
+
+def image_entry_per_slice(hw: HardwareConfig, padded_width: int, bytes_per_pixel: int) -> int:
+    """CBUF entries of one padded image line."""
+    return -(-padded_width * bytes_per_pixel // hw.cbuf.bank_width_bytes)
 
 
 # -- CBUF --------------------------------------------------------------------------------------
@@ -159,10 +196,11 @@ def partial_heights(in_h: int, lines_per_part: int, dilated_r: int, stride: int,
 
 def plan_cbuf(hw: HardwareConfig, channels: int, in_h: int, in_w: int, kernels: int,
               bytes_per_kernel: int, dilated_r: int, stride_y: int, pad_top: int,
-              pad_bottom: int) -> CbufPlan:
-    """Bank split and partial-height split of one convolution (see the module doc)."""
+              pad_bottom: int, eps: int | None = None) -> CbufPlan:
+    """Bank split and partial-height split of one convolution (see the module doc); `eps`
+    overrides ENTRY_PER_SLICE (image input)."""
     banks, depth = hw.cbuf.banks, hw.cbuf.bank_depth
-    eps = entry_per_slice(hw, channels, in_w)
+    eps = eps or entry_per_slice(hw, channels, in_w)
     data_needed = -(-eps * in_h // depth)
     wt_all = weight_banks(hw, kernels, bytes_per_kernel)
     wt_group = weight_banks(hw, hw.atomic_k, bytes_per_kernel)
@@ -204,6 +242,20 @@ class ConvGeometry:
 
 
 def _check(layer: ConvLayer, src: TensorPlacement, dst: TensorPlacement) -> ConvGeometry:
+    """Geometry of the convolution; for image input, of the pre-extended kernel (S = 1,
+    channels S * C_pixel) with the padding and output size of the original one."""
+    w = np.asarray(layer.weights)
+    if layer.image:
+        c_pixel = pixel_channels(src.channels)
+        if c_pixel is None or w.ndim != 4 or w.shape[1] != src.channels \
+                or src.atom != PIXEL_FORMATS[c_pixel][1]:
+            raise NvdlaSimError(f"{layer.name}: image input needs a 1- or 2..4-channel image "
+                                f"placement (image_placement) and weights of its channels")
+        geo = _check(replace(layer, image=False), replace(src, atom=1), dst)
+        k, _, r, s = w.shape
+        bpk = r * s * c_pixel
+        return replace(geo, channels=s * c_pixel, s=1, bytes_per_kernel=bpk,
+                       weight_bytes=align_up(k * bpk, WEIGHT_ALIGN_BYTES))
     w = np.asarray(layer.weights)
     if w.ndim != 4 or w.dtype != np.int8:
         raise NvdlaSimError(f"{layer.name}: weights must be an int8 (K, C, R, S) array, got "
@@ -242,6 +294,9 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
                part: PartialH, src: TensorPlacement, dst: TensorPlacement, weights: Buffer,
                weight_reuse: bool, skip_weight_release: bool) -> None:
     """Registers of CACC, CMAC_A/B, CSC and CDMA for one part (conv.c order)."""
+    c_pixel = pixel_channels(src.channels) if layer.image else 0
+    data_format = "PIXEL" if layer.image else "FEATURE"
+    data_channels = c_pixel or src.channels
     misc = dict(CONV_MODE="DIRECT", PROC_PRECISION="INT8")
     b.reg("CACC", "D_MISC_CFG", **misc)
     b.reg("CACC", "D_DATAOUT_SIZE_0", DATAOUT_WIDTH=dst.width - 1, DATAOUT_HEIGHT=dst.height - 1)
@@ -261,10 +316,10 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
                  SKIP_DATA_RLS="DISABLE",
                  SKIP_WEIGHT_RLS="ENABLE" if skip_weight_release else "DISABLE")
     b.reg("CSC", "D_MISC_CFG", IN_PRECISION="INT8", **misc, **reuse)
-    b.reg("CSC", "D_DATAIN_FORMAT", DATAIN_FORMAT="FEATURE")
+    b.reg("CSC", "D_DATAIN_FORMAT", DATAIN_FORMAT=data_format)
     b.reg("CSC", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=src.width - 1,
           DATAIN_HEIGHT_EXT=src.height - 1)
-    b.reg("CSC", "D_DATAIN_SIZE_EXT_1", DATAIN_CHANNEL_EXT=src.channels - 1)
+    b.reg("CSC", "D_DATAIN_SIZE_EXT_1", DATAIN_CHANNEL_EXT=data_channels - 1)
     b.reg("CSC", "D_BATCH_NUMBER", BATCHES=0)
     b.reg("CSC", "D_POST_Y_EXTENSION", Y_EXTENSION=0)
     b.reg("CSC", "D_ENTRY_PER_SLICE", ENTRIES=plan.entry_per_slice - 1)
@@ -287,12 +342,19 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     b.reg("CSC", "D_PRA_CFG", PRA_TRUNCATE=0)
 
     b.reg("CDMA", "D_MISC_CFG", IN_PRECISION="INT8", **misc, **reuse)
-    b.reg("CDMA", "D_DATAIN_FORMAT", DATAIN_FORMAT="FEATURE", PIXEL_FORMAT=0)
+    if layer.image:
+        b.reg("CDMA", "D_DATAIN_FORMAT", DATAIN_FORMAT="PIXEL",
+              PIXEL_FORMAT=PIXEL_FORMATS[c_pixel][0], PIXEL_MAPPING="PITCH_LINEAR",
+              PIXEL_SIGN_OVERRIDE="SIGNED_INT")
+    else:
+        b.reg("CDMA", "D_DATAIN_FORMAT", DATAIN_FORMAT="FEATURE", PIXEL_FORMAT=0)
     b.reg("CDMA", "D_DATAIN_SIZE_0", DATAIN_WIDTH=src.width - 1, DATAIN_HEIGHT=src.height - 1)
-    b.reg("CDMA", "D_DATAIN_SIZE_1", DATAIN_CHANNEL=src.channels - 1)
+    b.reg("CDMA", "D_DATAIN_SIZE_1", DATAIN_CHANNEL=data_channels - 1)
     b.reg("CDMA", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=src.width - 1,
           DATAIN_HEIGHT_EXT=src.height - 1)
     b.reg("CDMA", "D_DAIN_RAM_TYPE", DATAIN_RAM_TYPE=src.ram_type)
+    if layer.image:
+        b.reg("CDMA", "D_PIXEL_OFFSET", PIXEL_X_OFFSET=0, PIXEL_Y_OFFSET=0)
     b.address("CDMA", "D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0", src.address)
     b.address("CDMA", "D_DAIN_ADDR_LOW_1", "D_DAIN_ADDR_HIGH_1", src.address)
     b.word("CDMA", "D_LINE_STRIDE", src.line_stride)
@@ -344,12 +406,28 @@ def sdp_rows(sdp: SdpLayer, top: int, height: int) -> SdpLayer:
 
 
 def place_weights(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer) -> Buffer:
+    if not b.images:                    # timing only: the buffer, not its bytes
+        return alloc.weights(f"{layer.name}_weights", int(np.prod(np.shape(layer.weights))))
     image = weight_image(layer.weights, b.hw.atomic_c, b.hw.atomic_k)
     buf = alloc.weights(f"{layer.name}_weights", image.size)
     padded = np.zeros(buf.size_bytes, np.uint8)
     padded[:image.size] = image
     b.mem_load(buf.address, padded, buf.name)
     return buf
+
+
+def conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement) -> CbufPlan:
+    """The CBUF plan `emit_conv` uses for `layer` reading `src`."""
+    k, c, r, s = np.shape(layer.weights)
+    dilated_r = (r - 1) * layer.dilation[0] + 1
+    if layer.image:
+        c_pixel = pixel_channels(src.channels)
+        bpp = PIXEL_FORMATS[c_pixel][1]
+        eps = image_entry_per_slice(hw, layer.pad[1] + src.width + layer.pad[3], bpp)
+        return plan_cbuf(hw, c_pixel, src.height, src.width, k, r * s * c_pixel, dilated_r,
+                         layer.stride[0], layer.pad[0], layer.pad[2], eps=eps)
+    return plan_cbuf(hw, c, src.height, src.width, k, c * r * s, dilated_r, layer.stride[0],
+                     layer.pad[0], layer.pad[2])
 
 
 def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: TensorPlacement,
@@ -359,13 +437,13 @@ def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: Tensor
     `dst` is the convolution output (or, with `pdp`, the cube the SDP streams to the fused PDP
     layer, which writes pdp[1]).  Returns the completion sync id of each hardware layer."""
     geo = _check(layer, src, dst)
-    plan = plan_cbuf(b.hw, geo.channels, src.height, src.width, geo.kernels, geo.bytes_per_kernel,
-                     (geo.r - 1) * geo.dil_y + 1, geo.stride_y, layer.pad[0], layer.pad[2])
+    plan = conv_cbuf_plan(b.hw, layer, src)
     if plan.split and pdp is not None:
         raise NvdlaSimError(f"{layer.name}: a convolution split by height cannot feed PDP on the "
                             "fly (its SDP output is written per part)")
     if weights is None:
-        weights = place_weights(b, alloc, layer)
+        weights = place_weights(b, alloc, replace(layer, weights=pre_extend(
+            layer.weights, pixel_channels(src.channels))) if layer.image else layer)
     done = []
     for i, part in enumerate(plan.parts):
         name = layer.name if not plan.split else f"{layer.name}_h{i}"

@@ -65,21 +65,29 @@ class RunResult:
 
 class Engine:
     def __init__(self, hw: HardwareConfig, memory: MemoryProfile | str = "rtl_testbench",
-                 clock_mhz: float = 1000.0, timing: dict | None = None):
-        """`timing`: overrides of timing/params.yaml (section -> name -> value)."""
+                 clock_mhz: float = 1000.0, timing: dict | None = None,
+                 cvsram_memory: MemoryProfile | str | None = None, compute_values: bool = True):
+        """`timing`: overrides of timing/params.yaml (section -> name -> value).
+        `cvsram_memory`: the CVIF's profile (default: the same as `memory`).
+        `compute_values` False: timing only -- units skip their kernels and memory accesses and
+        memory images are not placed (the timing processes never depend on values)."""
         from ..timing import TimingModel
         from ..units import build_units   # units import the engine's channel helpers
         self.hw = hw
         self.clock_mhz = clock_mhz
         self.env = simpy.Environment()
+        self.compute_values = compute_values
         self.memory_profile = memory if isinstance(memory, MemoryProfile) else load_memory_profile(memory)
+        cvsram_profile = self.memory_profile if cvsram_memory is None else \
+            cvsram_memory if isinstance(cvsram_memory, MemoryProfile) else \
+            load_memory_profile(cvsram_memory)
         self.activity = ActivityLog()
         self.timing = TimingModel(self, timing)
         outstanding = self.timing.params.dma.mcif_outstanding_reads
         self.mcif = MemoryInterface(self.env, "MCIF", self.memory_profile,
                                     hw.primary_memif.width_bytes, clock_mhz,
                                     hw.primary_memif.max_burst, outstanding)
-        self.cvif = MemoryInterface(self.env, "CVIF", self.memory_profile,
+        self.cvif = MemoryInterface(self.env, "CVIF", cvsram_profile,
                                     hw.secondary_memif.width_bytes, clock_mhz,
                                     hw.secondary_memif.max_burst, outstanding) \
             if hw.secondary_memif else None
@@ -103,7 +111,10 @@ class Engine:
             self.first_op_enable = self.env.now
 
     # -- program execution -------------------------------------------------------------------
-    def run(self, program: RegisterProgram) -> RunResult:
+    def run(self, program: RegisterProgram, summarize: bool = True) -> RunResult:
+        """Execute `program` from the current cycle.  A program may be run in pieces on one engine
+        (each piece waits for the interrupts it armed); `summarize` False skips the per-unit and
+        memory summaries, which cover the whole log so far."""
         result = RunResult(program.name)
         master = self.env.process(self._csb_master(program, result))
         try:
@@ -118,6 +129,9 @@ class Engine:
                 f"{program.name}: deadlock at cycle {self.env.now:.0f}: awaited interrupt never "
                 f"raised ({'; '.join(waiting) or 'no unit is running'})") from None
         self.timing.finish()
+        result.engine = self
+        if not summarize:
+            return result
         result.unit_stats = self.unit_summary(result.cycles)
         result.memory_bytes = {m.name: m.bytes_by_client for m in (self.mcif, self.cvif) if m}
         result.cbuf = self.timing.cbuf_summary()
@@ -190,6 +204,8 @@ class Engine:
                     yield env.timeout(slow_wait)    # the unit's CSB port is not ready yet
                 self.regs.write(cmd.addr, cmd.value)
                 yield env.timeout(csb.write_interval_cycles)
+            elif isinstance(cmd, (MemFill, MemLoad)) and not self.compute_values:
+                continue                            # timing only: no memory contents
             elif isinstance(cmd, MemFill):
                 self._route(cmd.addr, cmd.nbytes, cmd.where).fill(cmd.addr, cmd.nbytes, cmd.value)
             elif isinstance(cmd, MemLoad):
@@ -213,6 +229,8 @@ class Engine:
                                         "intr_notify armed")
                 if not event.processed:
                     yield event
+            elif isinstance(cmd, CheckCrc) and not self.compute_values:
+                continue                            # nothing computed, nothing to check
             elif isinstance(cmd, (CheckCrc, CheckNothing)):
                 event = waits[cmd.sync_id]
                 if event.processed:

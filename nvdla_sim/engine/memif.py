@@ -31,6 +31,9 @@ class MemoryProfile:
     max_burst_beats: int
     max_outstanding_reads: int | None = None
     bandwidth_gbps: float | None = None
+    # The cap is shared by reads and writes (a DRAM has one data bus; the NVDLA performance
+    # estimator's "10 GB/s" is read + write); False: each direction gets the whole cap.
+    shared_bandwidth: bool = True
 
     def bytes_per_cycle_cap(self, clock_mhz: float) -> float | None:
         """The GB/s cap in bytes per core cycle (None = uncapped)."""
@@ -79,6 +82,9 @@ def load_memory_profile(spec: str | Path | dict) -> MemoryProfile:
         v = data.get(key)
         if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
             raise NvdlaSimError(f"{where}{key}: must be >= 0, got {v!r}")
+    if not isinstance(data.get("shared_bandwidth", True), bool):
+        raise NvdlaSimError(f"{where}shared_bandwidth: must be true or false, got "
+                            f"{data['shared_bandwidth']!r}")
     for key in ("max_outstanding_reads", "bandwidth_gbps"):
         v = data.get(key)
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0):
@@ -123,6 +129,9 @@ class MemoryInterface:
         cap = profile.bytes_per_cycle_cap(clock_mhz)
         # Bytes per cycle the data bus can carry: one beat per cycle, or the bandwidth cap.
         self.bus_bytes_per_cycle = min(width_bytes, cap) if cap else width_bytes
+        # A cap shared by both directions: the memory's own data bus, booked by reads and writes.
+        self.shared_bytes_per_cycle = cap if cap and profile.shared_bandwidth else None
+        self._memory_free = 0.0
         self._port_free = {"read": 0.0, "write": 0.0}
         self._bus_free = {"read": 0.0, "write": 0.0}
         self.bytes_by_client: dict[str, dict[str, int]] = {}
@@ -159,17 +168,23 @@ class MemoryInterface:
         if ready_last is not None:
             last_request = max(last_request, ready_last)
         self._port_free[direction] = last_request + interval
+        bus_free = self._bus_free[direction]
+        if self.shared_bytes_per_cycle:
+            bus_free = max(bus_free, self._memory_free)
         if direction == "read":
-            data_start = max(start + latency, self._bus_free[direction])
+            data_start = max(start + latency, bus_free)
             first = data_start
             last = max(last_request + latency + req_cycles - 1, data_start + data_cycles - 1)
             done = last
         else:
-            data_start = max(start, self._bus_free[direction])
+            data_start = max(start, bus_free)
             first = data_start
             last = max(last_request + req_cycles - 1, data_start + data_cycles - 1)
             done = last + latency
         self._bus_free[direction] = max(self._bus_free[direction], data_start) + data_cycles
+        if self.shared_bytes_per_cycle:
+            self._memory_free = max(self._memory_free, data_start) \
+                + nbytes / self.shared_bytes_per_cycle
         per = self.bytes_by_client.setdefault(client, {"read": 0, "write": 0})
         per[direction] += nbytes
         self.transfers.append((start, done + 1, client, direction, nbytes))

@@ -5,7 +5,8 @@ from pathlib import Path
 
 from .tables import Report
 
-BOUND_COLOURS = {"MAC": "#1f77b4", "memory": "#ff7f0e", "CBUF": "#d62728", None: "#7f7f7f"}
+BOUND_COLOURS = {"MAC": "#1f77b4", "memory": "#ff7f0e", "CBUF": "#d62728", "SDP": "#2ca02c",
+                 "PDP": "#9467bd", "CDP": "#8c564b", None: "#7f7f7f"}
 
 
 def plot_layer_cycles(rep: Report, path: Path) -> None:
@@ -26,7 +27,7 @@ def plot_layer_cycles(rep: Report, path: Path) -> None:
     if rep.ms is not None:
         title += f"  ({rep.ms:.3f} ms at {rep.clock_mhz:g} MHz)"
     ax.set_title(title)
-    used = [b for b in ("MAC", "memory", "CBUF") if any(r.bound == b for r in rows)]
+    used = [b for b in BOUND_COLOURS if b and any(r.bound == b for r in rows)]
     ax.legend(handles=[Patch(color=BOUND_COLOURS[b], label=f"{b} bound") for b in used] or None)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -6,7 +6,8 @@ cycles (first start to last end of the row's hardware layers), MAC utilisation (
 cycles x the preset's MACs), DRAM bytes read + written, the bound, and in values mode the SQNR and
 max abs error of the row's INT8 output against the float32 reference.
 
-Bound (per row): what lowering reports for its longest hardware layer, else MAC when the row's ideal
+Bound (per row): what lowering reports for its longest hardware layer (compiler/lower.py: MAC, memory,
+CBUF, or the SDP / PDP / CDP core, whichever needs the most cycles), else MAC when the row's ideal
 MAC cycles (MACs / MAC array size) are at least its DRAM cycles (bytes at the scenario's GB/s),
 memory otherwise -- CBUF instead of memory when a hardware layer had to fetch data or weights again
 because they did not fit the convolution buffer.
@@ -160,8 +161,8 @@ def build_report(prep, result: PlanResult | None, values: dict | None = None) ->
                  scn.memory.dram_gbps, scn.memory.cvsram_bytes, scn.mode)
     rep.rows = build_rows(prep.plan, scn.clock_mhz, scn.memory.dram_gbps, result, prep.reference, values)
     rep.total_cycles = result.total_cycles if result else None
-    if scn.network.source == "builtin":
-        rep.estimator_ms = ESTIMATOR_MS.get(scn.network.builtin)
+    if scn.network.source == "builtin" and scn.hardware.macs == 2048:
+        rep.estimator_ms = ESTIMATOR_MS.get(scn.network.builtin)   # its figures are for 2048 MACs
     return rep
 
 
@@ -203,7 +204,8 @@ def format_console(rep: Report) -> str:
     if rep.lowest_sqnr:
         lines.append(f"lowest layer SQNR: {rep.lowest_sqnr[1]:.1f} dB ({rep.lowest_sqnr[0]})")
     if rep.estimator_ms is not None:
-        lines.append(f"{ESTIMATOR_CONFIG}: {rep.estimator_ms} ms")
+        vs = f" (this run {rep.ms / rep.estimator_ms:.2f}x; docs/network-timing.md)" if rep.ms else ""
+        lines.append(f"{ESTIMATOR_CONFIG}: {rep.estimator_ms} ms" + vs)
     return "\n".join(lines)
 
 

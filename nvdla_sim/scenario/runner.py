@@ -5,7 +5,7 @@
     -> lower_and_run(plan, ctx): register programs on the engine          [part B of issue 4]
     -> report: per-layer cycles, MAC utilisation, DRAM bytes, bound, SQNR; totals; plots
 
-`lower_and_run` is the seam.  Part B supplies it as `nvdla_sim/compiler/emit.py`:
+`lower_and_run` is the seam.  Part B supplies it as `nvdla_sim/compiler/lower.py`:
 
     def lower_and_run(plan: HwPlan, ctx: LoweringContext) -> PlanResult
 
@@ -35,7 +35,7 @@ from .reference import run_op, run_reference
 from .schema import Scenario, load_scenario
 from .weights import Weights, check_weights, load_npz, random_weights
 
-LOWERING_MODULE = "nvdla_sim.compiler.emit"
+LOWERING_MODULE = "nvdla_sim.compiler.lower"
 
 
 class NotBuiltError(NvdlaSimError):

@@ -20,7 +20,7 @@ from ..errors import NvdlaSimError
 
 TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
               "quantization", "mode", "gpu_fallback", "outputs")
-MODES = ("values+timing", "timing")
+MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
 
@@ -406,6 +406,8 @@ def _outputs(value: Any, name: str) -> OutputsSpec:
 
 def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Scenario:
     """Validate a scenario mapping; relative input files resolve against `base`."""
+    if isinstance(data, dict) and "base" in data and ("grid" in data or "points" in data):
+        raise FieldError("base", "this is a sweep file (base plus grid/points): run it with `nvdla-sim sweep`")
     d = _mapping(data, "", TOP_FIELDS)
     if not d:
         raise FieldError("", "empty scenario (needs at least hardware and network)")

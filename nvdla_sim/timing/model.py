@@ -54,6 +54,14 @@ class TimingModel:
             local.put(seg)
         return local
 
+    def claim(self, name: str) -> bool:
+        """Whether a producer announced a layer's tokens on channel `name` (taking the
+        announcement); for streams a consumer reads only when they exist."""
+        if self._announced.get(name):
+            self._announced[name] -= 1
+            return True
+        return False
+
     def pool(self, name: str, capacity: float) -> Pool:
         pool = self._pools.get(name)
         if pool is None:

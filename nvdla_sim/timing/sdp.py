@@ -22,6 +22,7 @@ CH_RDMA = "sdp_rdma->sdp"
 CH_CACC = "cacc->sdp"
 CH_PDP = "sdp->pdp"
 CH_WDMA = "sdp->sdp_wdma"
+CH_OPERANDS = "sdp_rdma->sdp operands"     # per-element operands beside CACC's output (flying)
 
 
 @dataclass(frozen=True)
@@ -72,13 +73,25 @@ def rdma(unit: "Unit", geom: SdpRdmaGeometry) -> Generator:
     per_element = [(op.client, op.ram_type, op.nbytes / geom.atoms)
                    for op in geom.operands if op.per_element]
     if geom.flying:
-        # Operands only, streaming beside CACC's output: their bandwidth is what they cost here
-        # (pairing them with CACC's tokens is not modelled).
-        for op in geom.operands:
-            if op.per_element:
-                tr = tm.engine.memif(op.ram_type).reserve(op.client, "read", op.nbytes)
-                tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "operands")
-                yield from wait_until(env, tr.port_free)
+        # Operands only, streaming beside CACC's output: token by token into the operand
+        # latency FIFO, which the core drains as it consumes CACC's atoms, so the operand reads
+        # share the read port with the CDMA's instead of booking it for the whole layer at once.
+        if per_element:
+            fifo = tm.params.rates.latency_fifo_atoms
+            ops = tm.channel(CH_OPERANDS, fifo)
+            chunks = split_atoms(geom.atoms, min(token_atoms(tm), fifo))
+            for i, chunk in enumerate(chunks):
+                yield from waited(env, ops.room.acquire(chunk.atoms), tracker, f"{ops.name} full")
+                first = last = port_free = 0.0
+                busy = 0.0
+                for client, ram, per_atom in per_element:
+                    tr = tm.engine.memif(ram).reserve(client, "read", round(per_atom * chunk.atoms))
+                    first, last = max(first, tr.first), max(last, tr.last)
+                    port_free, busy = max(port_free, tr.port_free), busy + tr.port_cycles
+                ops.put(Seg(chunk.atoms, max(first + rsp, operands_ready),
+                            max(last + rsp, operands_ready), end=i == len(chunks) - 1))
+                tracker.busy(port_free - busy, port_free, "operands")
+                yield from wait_until(env, port_free)
         tracker.flush()
         return
     chunks = split_atoms(geom.atoms, token_atoms(tm))
@@ -126,9 +139,20 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
         writer = env.process(write_stream(tm, "SDP_WDMA", geom.ram_type, out, p.sdp.wdma_cycles))
     else:
         out = None                                   # EQL mode: results are only compared
+    # Flying with per-element operands: each CACC token also needs its operands from SDP_RDMA.
+    ops = tm.channel(CH_OPERANDS, p.rates.latency_fifo_atoms) \
+        if geom.flying and tm.claim(CH_OPERANDS) else None
+    have, have_last = 0.0, 0.0
     end = env.now
     while True:
         seg = yield from waited(env, inp.get(), tracker, f"{inp.name} empty")
+        if ops is not None:
+            while have < seg.n - 1e-9:
+                op = yield from waited(env, ops.get(), tracker, f"{ops.name} empty")
+                have, have_last = have + op.n, op.last
+                ops.release(op.n)          # taken into the core's pipeline
+            seg = Seg(seg.n, max(seg.first, min(have_last, seg.last)), max(seg.last, have_last),
+                      seg.tag, seg.end)
         if out is not None and out.room is not None:
             yield from waited(env, out.room.acquire(seg.n), tracker, f"{out.name} full")
         start, end = serve(env.now, seg, c)
@@ -138,6 +162,8 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
         tracker.busy(start, end)
         yield from wait_until(env, end)
         inp.release(seg.n)
+        if ops is not None:
+            have -= seg.n
         if seg.end:
             break
     tracker.flush()

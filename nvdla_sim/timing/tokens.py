@@ -76,7 +76,8 @@ class Pool:
         self._wake()
 
     def _wake(self) -> None:
-        while self._waiters and self._waiters[0][0] <= self.free:
+        # Fractional credits (entries per atom) accumulate rounding: compare with a tolerance.
+        while self._waiters and self._waiters[0][0] <= self.free + 1e-6:
             n, event = self._waiters.popleft()
             self.free -= n
             self.peak = max(self.peak, self.capacity - self.free)

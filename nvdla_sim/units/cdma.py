@@ -115,8 +115,11 @@ class Cdma(Unit):
             and self.cbuf.data is not None
         read_bytes = 0
         if not reuse:
-            data, read_bytes = self.load_feature(view) if fmt == DATAIN_FEATURE \
-                else self.load_pixels(view)
+            if not self.engine.compute_values:
+                data, read_bytes = self.input_size(view, fmt)
+            else:
+                data, read_bytes = self.load_feature(view) if fmt == DATAIN_FEATURE \
+                    else self.load_pixels(view)
             self.cbuf.check_data_fits(data.entries, f"{data.kind} input")
             self.cbuf.store_data(data)
         self.cbuf.retained_key = key if view.field("D_MISC_CFG", "SKIP_DATA_RLS") else None
@@ -129,7 +132,9 @@ class Cdma(Unit):
                                     keep_all)
         reuse_weights = view.field("D_MISC_CFG", "WEIGHT_REUSE") and self.cbuf.weights is not None \
             and self.cbuf.retained_weight_key == key
-        if not reuse_weights:
+        if not reuse_weights and not self.engine.compute_values:
+            self.cbuf.store_weights(np.zeros(0, np.uint8))     # timing only: sizes, no bytes
+        elif not reuse_weights:
             ram_type = view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE")
             raw = self.engine.memory.space(ram_type).read(
                 view.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH"), weight_bytes)
@@ -148,6 +153,22 @@ class Cdma(Unit):
         yield from conv_timing.cdma(self, geom)
         self.engine.glb.raise_interrupt("CDMA_DAT", view.group)
         self.engine.glb.raise_interrupt("CDMA_WT", view.group)
+
+    def input_size(self, view: GroupView, fmt: int) -> tuple[CbufData, int]:
+        """Timing only: what the input occupies in CBUF and the bytes read, without reading."""
+        atom = self.hw.memory_atomic_bytes
+        width = view.field("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
+        height = view.field("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
+        channels = view.field("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
+        entries = (view.field("D_ENTRY_PER_SLICE", "ENTRIES") + 1) * height
+        if fmt == DATAIN_FEATURE:
+            read_bytes = -(-channels // atom) * atom * height * width
+            return CbufData(FEATURE, None, entries), read_bytes
+        layout = PIXEL_LAYOUTS.get(view.field("D_DATAIN_FORMAT", "PIXEL_FORMAT"))
+        bpp = layout.bytes_per_pixel if layout else 1
+        x_offset = view.field("D_PIXEL_OFFSET", "PIXEL_X_OFFSET")
+        read_bytes = height * -(-((x_offset + width) * bpp) // atom) * atom
+        return CbufData(PIXEL, None, entries, channels), read_bytes
 
     # -- feature input -------------------------------------------------------------------------
     def load_feature(self, view: GroupView) -> tuple[CbufData, int]:

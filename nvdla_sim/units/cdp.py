@@ -47,8 +47,9 @@ ZERO_FOR_INT8 = ("D_NAN_INPUT_NUM", "D_INF_INPUT_NUM", "D_NAN_OUTPUT_NUM")
 @dataclass(frozen=True)
 class CdpInput:
     """What CDP_RDMA sends: the cube as read, (surfaces*atom, H, W) int8, and its real channels."""
-    cube: np.ndarray
+    cube: np.ndarray | None          # None in timing-only runs
     channels: int
+    size: tuple[int, int] = (0, 0)   # (width, height) of the cube
 
 
 def check_int8(unit: Unit, view: GroupView, reg: str, field: str) -> None:
@@ -69,12 +70,15 @@ class CdpRdma(Unit):
         height = view.field("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1
         channels = view.field("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1
         ram_type = view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE")
-        cube = read_cube(self.engine.memory.space(ram_type),
-                         view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
-                         width, height, channels,
-                         view.word("D_SRC_LINE_STRIDE"), view.word("D_SRC_SURFACE_STRIDE"), atom)
+        cube = None                            # timing only: nothing read
+        if self.engine.compute_values:
+            cube = read_cube(self.engine.memory.space(ram_type),
+                             view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
+                             width, height, channels,
+                             view.word("D_SRC_LINE_STRIDE"), view.word("D_SRC_SURFACE_STRIDE"),
+                             atom)
         self.engine.timing.announce(cdp_timing.CH_RDMA)
-        yield from self.send(CHANNEL, CdpInput(cube, channels))
+        yield from self.send(CHANNEL, CdpInput(cube, channels, (width, height)))
         yield from cdp_timing.rdma(self, cdp_timing.CdpGeometry(
             width, height, surfaces(channels, atom), lrn=True, ram_type=ram_type), ram_type)
 
@@ -137,22 +141,27 @@ class Cdp(Unit):
                                    "mode (2^offset does not fit the 64-bit datapath)")
         payload: CdpInput = yield from self.receive(CHANNEL)
         cube = payload.cube
+        atom = self.hw.memory_atomic_bytes
+        ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
+        lrn = not (cfg["sqsum_bypass"] and cfg["mul_bypass"])
+        if cube is None:                       # timing only
+            width, height = payload.size
+            yield from cdp_timing.core(self, cdp_timing.CdpGeometry(
+                width, height, surfaces(payload.channels, atom), lrn=lrn, ram_type=ram_type))
+            return
         if cube.dtype != np.int8 or cube.shape[0] % self.hw.memory_atomic_bytes:
             raise self.unsupported(f"input cube {cube.shape} ({cube.dtype}) from CDP_RDMA is not "
                                    "a whole-atom INT8 cube")
 
         out, counters = lrn_int8(np.ascontiguousarray(cube), payload.channels, cfg,
                                  self.lut.le, self.lut.lo)
-        ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
         write_cube(self.engine.memory.space(ram_type),
                    view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), out,
                    view.word("D_DST_LINE_STRIDE"), view.word("D_DST_SURFACE_STRIDE"),
                    self.hw.memory_atomic_bytes)
         self.record_counters(view.group, counters)
-        atom = self.hw.memory_atomic_bytes
         yield from cdp_timing.core(self, cdp_timing.CdpGeometry(
-            cube.shape[2], cube.shape[1], cube.shape[0] // atom,
-            lrn=not (cfg["sqsum_bypass"] and cfg["mul_bypass"]), ram_type=ram_type))
+            cube.shape[2], cube.shape[1], cube.shape[0] // atom, lrn=lrn, ram_type=ram_type))
 
     def record_counters(self, group: int, counters: dict[str, int]) -> None:
         for key, reg in COUNTER_REGISTERS.items():

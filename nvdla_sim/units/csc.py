@@ -181,7 +181,10 @@ class Csc(Unit):
         if load.data.kind != expected:
             raise NvdlaSimError(f"CSC: DATAIN_FORMAT is {expected} but the CDMA loaded "
                                 f"{load.data.kind} input")
-        job = self.feature_job(load, g) if feature else self.pixel_job(view, load, g)
+        if load.data.array is None:           # timing only
+            job = None
+        else:
+            job = self.feature_job(load, g) if feature else self.pixel_job(view, load, g)
         yield from self.send(CHANNEL_CMAC_A, job)
         yield from self.send(CHANNEL_CMAC_B, job)
         geom = conv_timing.csc_geometry(self.hw, not feature, g.out_w, g.out_h, g.kernel_h,

@@ -100,10 +100,13 @@ class PdpRdma(Unit):
         # The strips together cover columns [0, width); read that once, count overlap for timing.
         width = max(offset + w for offset, w in cols)
         ram_type = view.field("D_SRC_RAM_CFG", "SRC_RAM_TYPE")
-        cube = read_cube(self.engine.memory.space(ram_type),
-                         view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
-                         width, height, channels,
-                         view.word("D_SRC_LINE_STRIDE"), view.word("D_SRC_SURFACE_STRIDE"), atom)
+        cube = None                            # timing only: nothing read
+        if self.engine.compute_values:
+            cube = read_cube(self.engine.memory.space(ram_type),
+                             view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
+                             width, height, channels,
+                             view.word("D_SRC_LINE_STRIDE"), view.word("D_SRC_SURFACE_STRIDE"),
+                             atom)
         self.engine.timing.announce(pdp_timing.CH_RDMA)
         yield from self.send(CHANNEL_RDMA, cube)
         # Timing: each strip is read whole, overlap columns included.
@@ -209,6 +212,11 @@ class Pdp(Unit):
 
         on_flying = view.field("D_OPERATION_MODE_CFG", "FLYING_MODE") == FLYING_ON
         cube = yield from self.receive(CHANNEL_SDP if on_flying else CHANNEL_RDMA)
+        ram_type = view.field("D_DST_RAM_CFG", "DST_RAM_TYPE")
+        timing = timing_geometry(view, cfg, height, channels, atom, on_flying, ram_type)
+        if not self.engine.compute_values:
+            yield from pdp_timing.core(self, timing)
+            return
         if cube.dtype != np.int8 or cube.shape[0] != lanes or cube.shape[1] != height \
                 or cube.shape[2] != cfg.in_width:
             raise self.unsupported(
@@ -221,12 +229,10 @@ class Pdp(Unit):
         if empty:
             raise self.unsupported(f"{empty} pooling windows lie entirely in the padding "
                                    "(the hardware never completes them)")
-        ram_type = view.field("D_DST_RAM_CFG", "DST_RAM_TYPE")
         write_cube(self.engine.memory.space(ram_type),
                    view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), out,
                    view.word("D_DST_LINE_STRIDE"), view.word("D_DST_SURFACE_STRIDE"), atom)
-        yield from pdp_timing.core(self, timing_geometry(view, cfg, height, channels, atom,
-                                                         on_flying, ram_type))
+        yield from pdp_timing.core(self, timing)
 
 
 def timing_geometry(view: GroupView, cfg: PoolingConfig, height: int, channels: int, atom: int,

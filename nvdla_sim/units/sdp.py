@@ -251,10 +251,11 @@ class SdpRdma(Unit):
             surf_stride = view.word("D_SRC_SURFACE_STRIDE")
             if width == 1 and height == 1:
                 line_stride = surf_stride = atom        # a 1x1 cube is read as packed surfaces
-            payload.input = read_cube(self.engine.memory.space(ram_type),
-                                      view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
-                                      width, height, channels, line_stride, surf_stride, atom)
-            transfers.append((payload.input.size, ram_type))
+            if self.engine.compute_values:
+                payload.input = read_cube(self.engine.memory.space(ram_type),
+                                          view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
+                                          width, height, channels, line_stride, surf_stride, atom)
+            transfers.append((surfaces(channels, atom) * atom * height * width, ram_type))
         for stage in STAGES:
             dma = STAGE_DMA[stage]
             if view.field(f"D_{dma}_CFG", f"{dma}_DISABLE"):
@@ -268,6 +269,8 @@ class SdpRdma(Unit):
             return                                      # nothing to fetch for SDP
         if not flying:
             self.engine.timing.announce(sdp_timing.CH_RDMA)
+        elif any(op.per_element for op in timing_operands):
+            self.engine.timing.announce(sdp_timing.CH_OPERANDS)
         yield from self.send(CHANNEL_RDMA, payload)
         yield from sdp_timing.rdma(self, sdp_timing.SdpRdmaGeometry(
             atoms=surfaces(channels, atom) * height * width, flying=flying,
@@ -289,9 +292,13 @@ class SdpRdma(Unit):
         atom = self.hw.memory_atomic_bytes
         width, height, channels = cube_dims(view)
         lanes = surfaces(channels, atom) * atom
+        per_element = view.field(cfg, f"{dma}_DATA_MODE") == DATA_MODE_PER_ELEMENT
+        if not self.engine.compute_values:      # timing only: the size of what would be read
+            n = lanes * components * (height * width if per_element else 1)
+            return StageOperands(), n * size, ram_type
         space = self.engine.memory.space(ram_type)
         base = view.addr(f"D_{stage}_BASE_ADDR_LOW", f"D_{stage}_BASE_ADDR_HIGH")
-        if view.field(cfg, f"{dma}_DATA_MODE") == DATA_MODE_PER_ELEMENT:
+        if per_element:
             cube = read_cube(space, base, width, height, channels,
                              view.word(f"D_{stage}_LINE_STRIDE"),
                              view.word(f"D_{stage}_SURFACE_STRIDE"), atom, element)
@@ -335,15 +342,18 @@ class Sdp(Unit):
             source = "CACC"
         else:
             x, source = rdma.input, "SDP_RDMA"
-        if x is None or tuple(x.shape) != shape:
+        values = self.engine.compute_values
+        if values and (x is None or tuple(x.shape) != shape):
             got = "nothing" if x is None else f"a {x.shape} cube"
             raise self.unsupported(f"{source} delivered {got}; the SDP registers describe "
                                    f"{shape[0]} lanes x {height} x {width}")
-        try:
-            result = sdp_compute(view, x, rdma.operands, self.lut)
-        except ValueError as exc:
-            raise self.unsupported(str(exc)) from None
-        self.record_counters(view, result.counters)
+        result = None                                   # timing only: no values
+        if values:
+            try:
+                result = sdp_compute(view, x, rdma.operands, self.lut)
+            except ValueError as exc:
+                raise self.unsupported(str(exc)) from None
+            self.record_counters(view, result.counters)
         to_pdp = view.field("D_FEATURE_MODE_CFG", "OUTPUT_DST") == OUTPUT_DST_PDP
         ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
         timing = sdp_timing.SdpGeometry(
@@ -357,16 +367,17 @@ class Sdp(Unit):
             return                                      # EQL mode only compares
         if to_pdp:
             self.engine.timing.announce(sdp_timing.CH_PDP)
-            yield from self.send(CHANNEL_PDP, result.output)
+            yield from self.send(CHANNEL_PDP, result.output if values else None)
             yield from sdp_timing.core(self, timing)
             return
         line_stride = view.word("D_DST_LINE_STRIDE")
         surf_stride = view.word("D_DST_SURFACE_STRIDE")
         if width == 1 and height == 1:
             line_stride = surf_stride = atom            # a 1x1 cube is written as packed surfaces
-        write_cube(self.engine.memory.space(ram_type),
-                   view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), result.output,
-                   line_stride, surf_stride, atom)
+        if values:
+            write_cube(self.engine.memory.space(ram_type),
+                       view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), result.output,
+                       line_stride, surf_stride, atom)
         yield from sdp_timing.core(self, timing)
 
     def record_counters(self, view: GroupView, counters: dict) -> None:

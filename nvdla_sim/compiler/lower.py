@@ -1,0 +1,579 @@
+"""The join: a hardware-layer plan (`hwlayers.HwPlan`) becomes ONE register program for the whole
+network, which runs on the engine; `lower_and_run` is the hook `scenario/runner.py` calls.
+
+    place tensors  -> every root buffer a TensorPlacement: DRAM, or CVSRAM when the scenario has
+                      some (first fit over the buffers' lifetimes, reused once dead)
+    emit steps     -> one *step* per hardware layer, or per convolution / SDP pass with the PDP it
+                      feeds on the fly; each step is one or more `begin_layer`s of the
+                      ProgramBuilder (a CBUF partial-height split gives several), so the next step
+                      waits for it with sync_wait, as a multi-layer trace does
+    run            -> the program runs on one Engine step by step: each step is a piece of the
+                      program, run on the same engine from where the previous piece stopped
+                      (the same schedule as the whole program, whose sync_waits hold every layer
+                      until the previous one interrupted); between pieces the step's cycles, DRAM /
+                      CVSRAM bytes and unit busy cycles are read, and in values mode its outputs
+                      are read back and GPU-fallback layers are computed and written to memory
+
+A fused PDP that the hardware cannot feed on the fly (the convolution needs a CBUF partial-height
+split, or the pooled line is wider than the PDP line buffer) is *unfused*: the SDP writes a
+temporary cube to DRAM and the PDP reads it as a separate step (noted in the layer's notes).
+
+Timing-only runs (`ctx.values` False) use the same program without memory images on an engine with
+`compute_values=False`; the integer parameters come from a *structural* quantisation (every scale
+1/127), which has the same SDP stages and operand kinds as the calibrated one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+import numpy as np
+
+from ..engine import Engine, RunResult
+from ..errors import NvdlaSimError
+from ..program import IntrNotify, RegisterProgram, RegWrite, SyncWait
+from .emit import ProgramBuilder, cube_image, read_output
+from .emit_cdp import emit_cdp
+from .emit_conv import ConvLayer, conv_cbuf_plan, emit_conv, image_placement, pixel_channels
+from .emit_pdp import emit_pdp, plan_pdp
+from .emit_sdp import SdpLayer, emit_sdp
+from .hwlayers import HwLayer, HwPlan, LayerTiming, LoweringContext, PlanResult, TensorRef
+from .placement import CVSRAM, DBB, DEFAULT_BASE, BUFFER_ALIGN_BYTES, Allocator, TensorPlacement, \
+    align_up
+
+MAC, MEMORY, CBUF = "MAC", "memory", "CBUF"
+
+
+@dataclass
+class Step:
+    """A piece of the program: the hardware layers it implements and the commands it spans."""
+    layers: list[HwLayer]
+    first_command: int = 0
+    end_command: int = 0
+    outputs: list[tuple[TensorRef, TensorPlacement]] = field(default_factory=list)
+    done: list[str] = field(default_factory=list)      # completion sync ids
+    refetch: bool = False                               # CBUF partial-height split
+    gpu: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.layers[0].name
+
+
+@dataclass
+class Lowered:
+    """A compiled network: the program, its steps and where every buffer lives."""
+    plan: HwPlan
+    program: RegisterProgram
+    steps: list[Step]
+    buffers: dict[str, TensorPlacement]
+    notes: dict[str, list[str]] = field(default_factory=dict)   # layer -> lowering notes
+
+
+# --------------------------------------------------------------------------------------------------
+# Tensor placement
+
+def _steps_of(plan: HwPlan) -> list[list[HwLayer]]:
+    """Hardware layers grouped as they are emitted: a conv / SDP pass with its on-the-fly PDP."""
+    groups, i = [], 0
+    layers = plan.layers
+    while i < len(layers):
+        layer = layers[i]
+        if layer.kind in ("conv", "sdp") and layer.output is None:
+            nxt = layers[i + 1] if i + 1 < len(layers) else None
+            if nxt is None or nxt.kind != "pdp" or not nxt.pdp.on_the_fly:
+                raise NvdlaSimError(f"{layer.name}: streams to PDP but no on-the-fly PDP layer "
+                                    "follows it in the plan")
+            groups.append([layer, nxt])
+            i += 2
+            continue
+        groups.append([layer])
+        i += 1
+    return groups
+
+
+def _operand_refs(layer: HwLayer) -> list[TensorRef]:
+    if layer.sdp is None:
+        return []
+    return [p.operand for p in layer.sdp.post_ops if p.operand is not None]
+
+
+def _lifetimes(plan: HwPlan, groups: list[list[HwLayer]]) -> dict[str, list[int]]:
+    """Root buffer -> [first step writing it, last step reading it] (network outputs: the end)."""
+    life: dict[str, list[int]] = {}
+    input_root = plan.root(plan.network.input_name)[0]
+    life[input_root] = [0, 0]
+    for i, group in enumerate(groups):
+        for layer in group:
+            for ref in layer.inputs + _operand_refs(layer):
+                span = life.setdefault(ref.tensor, [i, i])
+                span[1] = max(span[1], i)
+            if layer.output is not None:
+                span = life.setdefault(layer.output.tensor, [i, i])
+                span[0], span[1] = min(span[0], i), max(span[1], i)
+    for name in plan.network.outputs:
+        root = plan.root(name)[0]
+        if root in life:
+            life[root][1] = len(groups)
+    return life
+
+
+class _CvsramFit:
+    """First-fit placement of buffers in CVSRAM by lifetime (a buffer's bytes are reused once
+    its last reader has run)."""
+
+    def __init__(self, base: int, size: int):
+        self.base, self.size = base, size
+        self.live: list[tuple[int, int, int]] = []      # (offset, bytes, last step)
+
+    def take(self, nbytes: int, first: int, last: int) -> int | None:
+        self.live = [b for b in self.live if b[2] >= first]
+        offset = 0
+        for o, n, _ in sorted(self.live):
+            if offset + nbytes <= o:
+                break
+            offset = max(offset, align_up(o + n, BUFFER_ALIGN_BYTES))
+        if offset + nbytes > self.size:
+            return None
+        self.live.append((offset, nbytes, last))
+        return self.base + offset
+
+
+def image_input(plan: HwPlan) -> bool:
+    """Whether the network input is read as an image: at most 4 channels, and only whole-input
+    convolutions (no dilation) read it -- the first layer of the built-in networks."""
+    root = plan.root(plan.network.input_name)[0]
+    t = plan.tensors[root]
+    if pixel_channels(t.stored_channels) is None:
+        return False
+    readers = [layer for layer in plan.layers
+               if any(r.tensor == root for r in layer.inputs + _operand_refs(layer))]
+    return bool(readers) and all(
+        layer.kind == "conv" and layer.inputs[0].channels == t.stored_channels
+        and tuple(layer.conv.dilation) == (1, 1)
+        and not any(r.tensor == root for r in _operand_refs(layer)) for layer in readers)
+
+
+def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
+                  groups: list[list[HwLayer]]) -> dict[str, TensorPlacement]:
+    life = _lifetimes(plan, groups)
+    image_root = plan.root(plan.network.input_name)[0] if image_input(plan) else None
+    atom = ctx.hw.memory_atomic_bytes
+    cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
+        if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
+    buffers = {}
+    for name in sorted(life, key=lambda n: life[n][0]):
+        t = plan.tensors[name]
+        c, h, w = t.stored_channels, t.shape.h, t.shape.w
+        address = None
+        if name == image_root:
+            probe = image_placement(name, DBB, 0, c, h, w)
+            address = alloc.buffer(name, probe.size_bytes).address
+            buffers[name] = image_placement(name, DBB, address, c, h, w)
+            continue
+        if cvsram is not None:
+            nbytes = -(-c // atom) * atom * h * w
+            address = cvsram.take(nbytes, *life[name])
+        if address is None:
+            buffers[name] = alloc.feature(name, c, h, w, DBB)
+        else:
+            buffers[name] = TensorPlacement(name, CVSRAM, address, w, h, c, atom, w * atom,
+                                            h * w * atom)
+    return buffers
+
+
+def _view(buffers: dict[str, TensorPlacement], ref: TensorRef) -> TensorPlacement:
+    buf = buffers[ref.tensor]
+    if ref.channel_offset == 0 and ref.channels == buf.channels:
+        return buf
+    return buf.channel_slice(ref.channel_offset, ref.channels)
+
+
+# --------------------------------------------------------------------------------------------------
+# Emission
+
+def _with_placements(sdp: SdpLayer, buffers: dict[str, TensorPlacement]) -> SdpLayer:
+    """The SDP layer with every per-element operand (a TensorRef) replaced by its placement."""
+    stages = {}
+    for kind in ("x1", "x2", "y"):
+        stage = getattr(sdp, kind)
+        if stage is None:
+            continue
+        parts = {}
+        for attr in ("alu_operand", "mul_operand"):
+            v = getattr(stage, attr)
+            if isinstance(v, TensorRef):
+                parts[attr] = _view(buffers, v)
+        if parts:
+            stages[kind] = replace(stage, **parts)
+    return replace(sdp, **stages) if stages else sdp
+
+
+def _virtual(name: str, like: TensorPlacement, channels: int, height: int, width: int) -> TensorPlacement:
+    """The shape of a cube streamed on the fly (never in memory) for the emitters' checks."""
+    atom = like.atom
+    return TensorPlacement(name, like.space, like.address, width, height, channels, atom,
+                           width * atom, height * width * atom)
+
+
+def _shape(p: TensorPlacement) -> tuple[int, int, int]:
+    return (p.channels, p.height, p.width)
+
+
+def _fusable(b: ProgramBuilder, layer: HwLayer, src: TensorPlacement, pool: HwLayer,
+             pdp_in: tuple[int, int, int], pdp_out: TensorPlacement,
+             conv: ConvLayer | None = None) -> str | None:
+    """Why the PDP cannot take this layer's output on the fly (None: it can)."""
+    hw = b.hw
+    if layer.kind == "conv":
+        cbuf = conv_cbuf_plan(hw, conv, src)
+        if cbuf.split:
+            return f"CBUF split by height into {len(cbuf.parts)} parts"
+    try:
+        plan_pdp(hw, pool.quant, pdp_in, _shape(pdp_out), flying=True)
+    except NvdlaSimError as exc:
+        return str(exc)
+    return None
+
+
+def _conv_layer(layer: HwLayer, buffers, hw) -> ConvLayer:
+    q, c = layer.quant, layer.conv
+    image = buffers[layer.inputs[0].tensor].atom != hw.memory_atomic_bytes    # image_placement
+    return ConvLayer(q.weight, tuple(c.stride), tuple(c.pad), tuple(c.dilation), 0,
+                     q.clip_truncate, None, _with_placements(q.sdp, buffers), layer.name,
+                     image=image)
+
+
+def _emitted(b: ProgramBuilder, step: Step, emit) -> Step:
+    """Run `emit()` (returns the completion sync id or ids) and record the step's commands."""
+    step.first_command = len(b.commands)
+    done = emit()
+    step.done = [done] if isinstance(done, str) else list(done)
+    step.end_command = len(b.commands)
+    return step
+
+
+def _emit_step(b: ProgramBuilder, alloc: Allocator, group: list[HwLayer],
+               buffers: dict[str, TensorPlacement], notes: dict[str, list[str]]) -> list[Step]:
+    layer = group[0]
+    if layer.kind == "gpu":
+        out = _view(buffers, layer.output)
+        return [Step(group, len(b.commands), len(b.commands), [(layer.output, out)], gpu=True)]
+    src = _view(buffers, layer.inputs[0])
+    pool = group[1] if len(group) > 1 else None
+    if layer.kind == "conv":
+        return _emit_conv_step(b, alloc, layer, pool, src, buffers, notes)
+    if layer.kind == "sdp":
+        sdp = _with_placements(layer.quant, buffers)
+        if pool is None:
+            dst = _view(buffers, layer.output)
+            return [_emitted(b, Step([layer], outputs=[(layer.output, dst)]),
+                             lambda: emit_sdp(b, alloc, sdp, src, dst))]
+        pdp_dst = _view(buffers, pool.output)
+        why = _fusable(b, layer, src, pool, _shape(src), pdp_dst)
+        if why is None:
+            return [_emitted(b, Step(group, outputs=[(pool.output, pdp_dst)]),
+                             lambda: emit_sdp(b, alloc, sdp, src, None, (pool.quant, pdp_dst)))]
+        tmp = alloc.feature(f"{layer.name}_out", *_shape(src))
+        notes.setdefault(pool.name, []).append(f"PDP not on the fly ({why}): via DRAM")
+        return [_emitted(b, Step([layer]), lambda: emit_sdp(b, alloc, sdp, src, tmp)),
+                _emitted(b, Step([pool], outputs=[(pool.output, pdp_dst)]),
+                         lambda: emit_pdp(b, pool.quant, tmp, pdp_dst))]
+    dst = _view(buffers, layer.output)
+    emitters = {"pdp": emit_pdp, "cdp": emit_cdp}
+    if layer.kind not in emitters:
+        raise NvdlaSimError(f"{layer.name}: no lowering for hardware layer kind '{layer.kind}'")
+    return [_emitted(b, Step([layer], outputs=[(layer.output, dst)]),
+                     lambda: emitters[layer.kind](b, layer.quant, src, dst))]
+
+
+def _emit_conv_step(b, alloc, layer, pool, src, buffers, notes) -> list[Step]:
+    conv = _conv_layer(layer, buffers, b.hw)
+    c = layer.conv
+    k = conv.kernels
+    cbuf = conv_cbuf_plan(b.hw, conv, src)
+    refetch = refetched(cbuf, src.height)
+    if cbuf.split:
+        again = " and ".join(w for w, n in (("input lines", refetch[0]), ("weights", refetch[1])) if n)
+        notes.setdefault(layer.name, []).append(
+            f"CBUF: input split by height into {len(cbuf.parts)} parts ({cbuf.mode} weights"
+            + (f"; {again} read again)" if again else ")"))
+    refetch = any(refetch)
+    if pool is None:
+        dst = _view(buffers, layer.output)
+        return [_emitted(b, Step([layer], outputs=[(layer.output, dst)], refetch=refetch),
+                         lambda: emit_conv(b, alloc, conv, src, dst))]
+    pdp_dst = _view(buffers, pool.output)
+    conv_out = (k, c.out_h, c.out_w)
+    why = _fusable(b, layer, src, pool, conv_out, pdp_dst, conv)
+    if why is None:
+        virtual = _virtual(f"{layer.name}_out", pdp_dst, *conv_out)
+        return [_emitted(b, Step([layer, pool], outputs=[(pool.output, pdp_dst)]),
+                         lambda: emit_conv(b, alloc, conv, src, virtual, (pool.quant, pdp_dst)))]
+    tmp = alloc.feature(f"{layer.name}_out", *conv_out)
+    notes.setdefault(pool.name, []).append(f"PDP not on the fly ({why}): via DRAM")
+    return [_emitted(b, Step([layer], refetch=refetch), lambda: emit_conv(b, alloc, conv, src, tmp)),
+            _emitted(b, Step([pool], outputs=[(pool.output, pdp_dst)]),
+                     lambda: emit_pdp(b, pool.quant, tmp, pdp_dst))]
+
+
+def refetched(cbuf, in_height: int) -> tuple[int, int]:
+    """(input lines, weight passes) a CBUF partial-height split reads more than once."""
+    lines = sum(p.bottom - p.top + 1 for p in cbuf.parts) - in_height
+    return max(0, lines), 0 if cbuf.keep_weights else len(cbuf.parts) - 1
+
+
+def structural_quantization(plan: HwPlan) -> None:
+    """Integer parameters for a timing-only run: every tensor scale 1/127.  The SDP stages, the
+    operand kinds (register, per kernel, per element) and the weights' int8 shapes are those of a
+    calibrated run; only the values differ, and timing never depends on values."""
+    from ..scenario.quantize import quantize_plan
+    quantize_plan(plan, {name: np.ones(1, np.float32) for name in plan.tensors})
+
+
+def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
+          crc_checks: bool = False, name: str | None = None) -> Lowered:
+    """Place the tensors and emit every hardware layer of `plan` into one register program.
+    `images` (default: values mode) loads the input, weights and operand arrays; `crc_checks`
+    adds a check_crc of each step's output (expected values to be filled by `simulate_crcs`)."""
+    images = ctx.values if images is None else images
+    if any(layer.quant is None for layer in plan.layers if layer.on_dla):
+        if images:
+            raise NvdlaSimError("the plan has no integer parameters (run quantisation first)")
+        structural_quantization(plan)
+    hw = ctx.hw
+    alloc = Allocator(hw)
+    b = ProgramBuilder(hw, name or plan.network.name, images=images)
+    groups = _steps_of(plan)
+    buffers = place_tensors(plan, ctx, alloc, groups)
+    if images:
+        if ctx.input_int8 is None:
+            raise NvdlaSimError("values mode needs the quantised network input")
+        b.load_cube(buffers[plan.root(plan.network.input_name)[0]], ctx.input_int8)
+    notes: dict[str, list[str]] = {}
+    steps: list[Step] = []
+    for group in groups:
+        for step in _emit_step(b, alloc, group, buffers, notes):
+            if crc_checks and not step.gpu:
+                for _, p in step.outputs:
+                    b.check_crc(step.done[-1], p.address, p.size_bytes)
+                step.end_command = len(b.commands)
+            steps.append(step)
+    program = b.build()
+    # build() puts the interrupt mask first: every range shifts by one, and the first piece run
+    # on the engine starts at the mask (with the input image before its first layer).
+    for step in steps:
+        step.first_command += 1
+        step.end_command += 1
+    first = next((step for step in steps if not step.gpu), None)
+    if first is not None:
+        first.first_command = 0
+    for layer in plan.layers:
+        if layer.name in notes:
+            layer.notes = [n for n in layer.notes if n not in notes[layer.name]] + notes[layer.name]
+    return Lowered(plan, program, steps, buffers, notes)
+
+
+# --------------------------------------------------------------------------------------------------
+# Running
+
+CORE_UNITS = {"CMAC_A": MAC}
+
+
+def _piece(program: RegisterProgram, step: Step) -> RegisterProgram:
+    """The step's commands as a program of their own: sync_waits on interrupts of earlier steps
+    are dropped (the previous piece ended when every interrupt it armed had fired)."""
+    commands = program.commands[step.first_command:step.end_command]
+    armed = {c.sync_id for c in commands if isinstance(c, IntrNotify)}
+    return RegisterProgram(f"{program.name}:{step.name}",
+                           [c for c in commands if not (isinstance(c, SyncWait) and c.sync_id not in armed)])
+
+
+def _bytes(engine: Engine) -> dict[str, int]:
+    out = {}
+    for key, memif in (("dram", engine.mcif), ("cvsram", engine.cvif)):
+        per = memif.bytes_by_client.values() if memif is not None else []
+        out[f"{key}_read"] = sum(v["read"] for v in per)
+        out[f"{key}_write"] = sum(v["write"] for v in per)
+    return out
+
+
+def _busy(spans, start: float, end: float) -> dict[str, float]:
+    """Busy cycles per unit inside [start, end] (spans of one unit merged)."""
+    by_unit: dict[str, list[tuple[float, float]]] = {}
+    for unit, kind, s, e, _ in spans:
+        if kind == "busy" and unit in CORE_UNITS:
+            s, e = max(s, start), min(e, end)
+            if e > s:
+                by_unit.setdefault(unit, []).append((s, e))
+    out = {}
+    for unit, intervals in by_unit.items():
+        intervals.sort()
+        total, cur_s, cur_e = 0.0, None, None
+        for s, e in intervals:
+            if cur_e is None or s > cur_e:
+                total += (cur_e - cur_s) if cur_e is not None else 0.0
+                cur_s, cur_e = s, e
+            else:
+                cur_e = max(cur_e, e)
+        if cur_e is not None:
+            total += cur_e - cur_s
+        out[unit] = total
+    return out
+
+
+def _interface_cycles(memif, read: int, write: int) -> float:
+    """Cycles the interface's data path needs for the bytes (a shared cap: read + write)."""
+    if memif is None:
+        return 0.0
+    if memif.shared_bytes_per_cycle:
+        return max((read + write) / memif.shared_bytes_per_cycle,
+                   max(read, write) / memif.bus_bytes_per_cycle)
+    return max(read, write) / memif.bus_bytes_per_cycle
+
+
+def core_cycles(step: Step, engine: Engine) -> dict[str, float]:
+    """Cycles the SDP / PDP / CDP cores need for the step's atoms at their throughput (what they
+    would take if data never waited)."""
+    r = engine.timing.params.rates
+    atom = r.atom_bytes
+    out: dict[str, float] = {}
+    for layer in step.layers:
+        if layer.sdp is not None:
+            atoms = -(-layer.sdp.channels // atom) * layer.sdp.h * layer.sdp.w
+            out["SDP"] = out.get("SDP", 0.0) + atoms * r.sdp_cycles_per_atom
+        if layer.pdp is not None:
+            p = layer.pdp
+            atoms = -(-p.channels // atom) * p.in_h * p.in_w
+            out["PDP"] = out.get("PDP", 0.0) + atoms * r.pdp_cycles_per_atom
+        if layer.cdp is not None:
+            c = layer.cdp
+            out["CDP"] = out.get("CDP", 0.0) + -(-c.channels // atom) * c.h * c.w * r.cdp_cycles_per_atom
+    return out
+
+
+def classify(step: Step, busy: dict[str, float], moved: dict[str, int], engine: Engine) -> str:
+    """What bounds a step: the resource that needs the most cycles -- the MAC array (CMAC busy
+    cycles of the timing model), the memory (bytes moved at the interfaces' rates), or the
+    SDP / PDP / CDP core (atoms at its throughput).  Memory-bound steps that read input lines or
+    weights again because of a CBUF partial-height split are CBUF-bound."""
+    cand = {CORE_UNITS[u]: v for u, v in busy.items()}
+    cand.update(core_cycles(step, engine))
+    cand[MEMORY] = max(_interface_cycles(engine.mcif, moved["dram_read"], moved["dram_write"]),
+                       _interface_cycles(engine.cvif, moved["cvsram_read"], moved["cvsram_write"]))
+    bound = max(cand, key=cand.get)
+    return CBUF if bound == MEMORY and step.refetch else bound
+
+
+def _store(outputs: dict[str, np.ndarray], plan: HwPlan, ref: TensorRef, cube: np.ndarray) -> None:
+    buf = outputs.get(ref.tensor)
+    if buf is None:
+        t = plan.tensors[ref.tensor]
+        buf = outputs[ref.tensor] = np.zeros((t.stored_channels, t.shape.h, t.shape.w), np.int8)
+    buf[ref.channel_offset:ref.channel_offset + ref.channels] = cube
+
+
+def _run_gpu(step: Step, plan: HwPlan, ctx: LoweringContext, engine: Engine,
+             outputs: dict[str, np.ndarray]) -> None:
+    """A GPU-fallback layer between two pieces: float op on the de-quantised inputs, its INT8
+    result written to memory where the next DLA layer reads it."""
+    layer = step.layers[0]
+    op = plan.network.op(layer.ops[0])
+    inputs = {}
+    for name in op.inputs:
+        root, offset = plan.root(name)
+        if root not in outputs:
+            raise NvdlaSimError(f"{layer.name}: input '{name}' was never produced")
+        inputs[name] = outputs[root][offset:offset + plan.tensors[name].stored_channels]
+    y = np.asarray(ctx.gpu_fallback(layer, inputs), np.int8)
+    ref, p = step.outputs[0]
+    engine.memory.space(p.ram_type).write(p.address, cube_image(p, y))
+    _store(outputs, plan, ref, y)
+
+
+def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
+    """Run a lowered network on one engine, step by step (see the module doc)."""
+    from ..engine.engine import RunResult
+    plan = lowered.plan
+    engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz, cvsram_memory=ctx.cvsram,
+                    compute_values=ctx.values)
+    outputs: dict[str, np.ndarray] = {}
+    if ctx.values:
+        _store(outputs, plan, plan.ref(plan.network.input_name), ctx.input_int8)
+    timings: list[LayerTiming] = []
+    checks = []
+    seen_spans = 0
+    for step in lowered.steps:
+        t0 = engine.env.now
+        if step.gpu:
+            if ctx.values:
+                _run_gpu(step, plan, ctx, engine, outputs)
+            timings += [LayerTiming(layer.name, t0, t0) for layer in step.layers]
+            continue
+        before = _bytes(engine)
+        piece = _piece(lowered.program, step)
+        result = engine.run(piece, summarize=False)
+        checks += result.checks
+        t1 = engine.env.now
+        after = _bytes(engine)
+        moved = {k: after[k] - before[k] for k in after}
+        spans = engine.activity.spans
+        busy = _busy(spans[seen_spans:], t0, t1)
+        seen_spans = len(spans)
+        writes = sum(isinstance(c, RegWrite) for c in piece.commands)
+        for i, layer in enumerate(step.layers):
+            own = i == 0                # a fused PDP shares the step: bytes on the first layer
+            timings.append(LayerTiming(
+                layer.name, t0, t1,
+                moved["dram_read"] if own else 0, moved["dram_write"] if own else 0,
+                moved["cvsram_read"] if own else 0, moved["cvsram_write"] if own else 0,
+                bound=classify(step, busy, moved, engine), cbuf_refetch=step.refetch,
+                register_writes=writes if own else 0))
+        if ctx.values:
+            for ref, p in step.outputs:
+                _store(outputs, plan, ref, read_output(engine, p))
+    total = engine.env.now
+    run = RunResult(lowered.program.name, checks, total, engine.unit_summary(total),
+                    {m.name: m.bytes_by_client for m in (engine.mcif, engine.cvif) if m},
+                    engine.timing.cbuf_summary(), engine=engine)
+    return PlanResult(timings, total, outputs if ctx.values else {}, run)
+
+
+def lower_and_run(plan: HwPlan, ctx: LoweringContext) -> PlanResult:
+    """The runner's hook (scenario/runner.py): lower `plan` to one register program and run it."""
+    return run_lowered(lower(plan, ctx), ctx)
+
+
+# --------------------------------------------------------------------------------------------------
+# Trace tests out
+
+def emit_trace(plan: HwPlan, ctx: LoweringContext, folder: Path | str, name: str,
+               memory="rtl_testbench") -> tuple[Path, RunResult]:
+    """Write the compiled network as one nvdla/hw trace test `<folder>/<name>/<name>.cfg` (+ .dat
+    images): the whole program with a check_crc of every hardware layer's output, each expected
+    CRC computed by a run of that very program on the simulator."""
+    from ..frontends.cfg_writer import write_cfg
+    from .emit import simulate_crcs
+    if not ctx.values:
+        raise NvdlaSimError("--emit-cfg needs the values (memory images and CRCs)")
+    gpu = [layer for layer in plan.layers if layer.kind == "gpu"]
+    trailing = _trailing_gpu(plan)
+    if len(gpu) != len(trailing):
+        inner = next(layer for layer in gpu if layer not in trailing)
+        raise NvdlaSimError(f"layer '{inner.name}' runs on the GPU between DLA layers: a trace "
+                            "test cannot hold it (set the network so that only trailing layers "
+                            "fall back, or drop --emit-cfg)")
+    dla_plan = replace(plan, layers=[layer for layer in plan.layers if layer.kind != "gpu"])
+    lowered = lower(dla_plan, ctx, images=True, crc_checks=True, name=name)
+    program, result = simulate_crcs(lowered.program, ctx.hw, memory)
+    path = write_cfg(program, Path(folder) / name, name, ctx.hw.nvdla_version)
+    return path, result
+
+
+def _trailing_gpu(plan: HwPlan) -> list[HwLayer]:
+    out = []
+    for layer in reversed(plan.layers):
+        if layer.kind != "gpu":
+            break
+        out.append(layer)
+    return out
