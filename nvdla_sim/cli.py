@@ -71,15 +71,9 @@ def cmd_conformance(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .report.tables import build_report, format_console
-    from .scenario.runner import NotBuiltError, execute, prepare
+    from .scenario.runner import execute, prepare
     from .scenario.schema import load_scenario
-    prep = prepare(load_scenario(args.scenario))
-    try:
-        report = execute(prep, args.out)
-    except NotBuiltError:
-        print(format_console(build_report(prep, None)))   # what was compiled, without timing
-        raise
+    report = execute(prepare(load_scenario(args.scenario)), args.out)
     return 0 if report.total_cycles is not None else 1
 
 

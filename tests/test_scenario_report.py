@@ -1,17 +1,14 @@
 """Reports: per-layer rows from a plan and per-layer timing (MAC utilisation, DRAM bytes, bound),
-totals, console / JSON / CSV / plot files, and the whole `run` path through the lowering seam with a
-stub standing in for part B (test-only numbers, never shipped)."""
+totals, console / JSON / CSV / plot files, and the whole `run` path."""
 from __future__ import annotations
 
 import csv
 import json
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 
-from int8_plan_model import run_int8_plan
 from nvdla_sim.cli import main
 from nvdla_sim.compiler.hwlayers import LayerTiming, PlanResult, build_plan
 from nvdla_sim.compiler.support import check_support
@@ -61,36 +58,7 @@ def _scenario(tmp_path: Path, **extra) -> Path:
     return p
 
 
-@pytest.fixture
-def stub_lowering(monkeypatch):
-    """Stand-in for compiler/emit.lower_and_run: the approximate INT8 model for values, and one
-    invented cycle count per MAC-array-worth of work -- only to exercise the plumbing."""
-    def fake(plan, ctx):
-        bufs = {}
-        if ctx.values:
-            bufs = run_int8_plan(plan, runner._last_input, runner._last_weights, buffers=True)
-            assert np.array_equal(bufs[plan.network.input_name], ctx.input_int8)
-        timing, now = [], 0.0
-        for layer in plan.layers:
-            if layer.kind == "gpu":
-                continue
-            cycles = max(100.0, layer.macs / ctx.hw.macs)
-            timing.append(LayerTiming(layer.name, now, now + cycles, 1000, 500))
-            now += cycles
-        return PlanResult(timing, now, bufs)
-
-    real_prepare = runner._prepare
-
-    def prepare(scn):
-        prep = real_prepare(scn)
-        runner._last_weights, runner._last_input = prep.weights, prep.input
-        return prep
-
-    monkeypatch.setattr(runner, "_prepare", prepare)
-    monkeypatch.setattr(runner, "lower_and_run", fake)
-
-
-def test_run_writes_reports_through_the_seam(tmp_path, capsys, stub_lowering):
+def test_run_writes_reports(tmp_path, capsys):
     assert main(["run", str(_scenario(tmp_path))]) == 0
     out = capsys.readouterr().out
     assert "lenet_test: lenet5 on nv_small (64 MACs)" in out
@@ -99,7 +67,8 @@ def test_run_writes_reports_through_the_seam(tmp_path, capsys, stub_lowering):
     folder = tmp_path / "out"
     rep = json.loads((folder / "report.json").read_text())
     assert [r["layer"] for r in rep["rows"]] == ["conv1", "conv2", "ip1", "ip2"]
-    assert rep["total_cycles"] == pytest.approx(sum(r["cycles"] for r in rep["rows"]))
+    # layers run one after the other: each row's span lies within the total
+    assert sum(r["cycles"] for r in rep["rows"]) <= rep["total_cycles"]
     assert rep["ms"] == pytest.approx(rep["total_cycles"] / 1e6)
     # the values came back through the root buffers: the INT8 output is close to float32
     assert all(r["sqnr_db"] > 20 for r in rep["rows"])
@@ -110,7 +79,7 @@ def test_run_writes_reports_through_the_seam(tmp_path, capsys, stub_lowering):
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_timing_only_mode_has_no_values(tmp_path, capsys, stub_lowering):
+def test_timing_only_mode_has_no_values(tmp_path, capsys):
     out_dir = tmp_path / "elsewhere"
     assert main(["run", str(_scenario(tmp_path, mode="timing", outputs={"formats": ["json"],
                                                                         "plots": False})),
@@ -129,3 +98,14 @@ def test_console_shows_gpu_fallback_and_estimator(tmp_path):
     text = format_console(build_report(prep, None))
     assert "conv2" in text and "2conv" in text               # two groups
     assert "estimator" in text and "0.895 ms" in text
+
+
+def test_network_that_runs_wholly_on_the_gpu_reports_no_dla_time(tmp_path, capsys):
+    scn = tmp_path / "gpu.yaml"
+    scn.write_text(yaml.safe_dump({
+        "hardware": "nv_small", "mode": "timing",
+        "network": {"input": [3, 40, 40],
+                    "layers": [{"name": "c", "type": "conv", "out_channels": 8, "kernel": 33}]}}))
+    assert main(["run", str(scn), "--out", str(tmp_path / "out")]) == 0
+    text = capsys.readouterr().out
+    assert "no hardware layer ran on the DLA" in text and "1 GPU-fallback layer" in text

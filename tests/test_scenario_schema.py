@@ -162,20 +162,6 @@ def test_missing_scenario_file(tmp_path, capsys):
     assert code != 0 and err.endswith("nothere.yaml: scenario file not found")
 
 
-def test_run_stops_at_the_missing_lowering(tmp_path, capsys, monkeypatch):
-    """Until part B supplies compiler/emit.lower_and_run, `run` lists the compiled layers (no timing)
-    and says plainly that nothing ran -- it never invents cycles."""
-    import nvdla_sim.scenario.runner as runner
-    monkeypatch.setattr(runner, "LOWERING_MODULE", "nvdla_sim.no_such_lowering")
-    path = write(tmp_path, {**BASE, "outputs": {"directory": str(tmp_path / "out")}})
-    code, out, err = run_cli(["run", path], capsys)
-    assert code == 2
-    assert "lowering hardware layers to NVDLA register programs is not built yet" in err
-    assert err.count("\n") == 0
-    assert "conv1" in out and "ip2" in out and "total: 0.002 GMAC" in out
-    assert not (tmp_path / "out" / "report.json").exists()
-
-
 def test_compile_lists_hardware_layers(tmp_path, capsys):
     code, out, _ = run_cli(["compile", write(tmp_path, BASE)], capsys)
     assert code == 0

@@ -20,9 +20,9 @@ on an atom boundary, else one conv with block-diagonal weights.
 
 Everything a hardware layer needs is here in float and in NVDLA terms (channel windows, kernel,
 stride, padding per side, the SDP stage allocation); `scenario.quantize` then fills the integer
-parameters (`HwLayer.quant`), and part B (`compiler/emit.py`, `lower_and_run`) turns each layer
-into register writes, CBUF allocation and tensor placement.  The tensors' memory placement (addresses,
-strides, DRAM or CVSRAM) is part B's: a `Tensor` here is logical plus its channel layout.
+parameters (`HwLayer.quant`), and `compiler/lower.py` turns each layer into register writes, CBUF
+allocation and tensor placement.  The tensors' memory placement (addresses, strides, DRAM or
+CVSRAM) is lowering's: a `Tensor` here is logical plus its channel layout.
 """
 from __future__ import annotations
 

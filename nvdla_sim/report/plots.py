@@ -28,7 +28,10 @@ def plot_layer_cycles(rep: Report, path: Path) -> None:
         title += f"  ({rep.ms:.3f} ms at {rep.clock_mhz:g} MHz)"
     ax.set_title(title)
     used = [b for b in BOUND_COLOURS if b and any(r.bound == b for r in rows)]
-    ax.legend(handles=[Patch(color=BOUND_COLOURS[b], label=f"{b} bound") for b in used] or None)
+    if used:
+        ax.legend(handles=[Patch(color=BOUND_COLOURS[b], label=f"{b} bound") for b in used])
+    if not rows:
+        ax.text(0.5, 0.5, "no hardware layer ran on the DLA", transform=ax.transAxes, ha="center")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -193,7 +193,9 @@ def format_console(rep: Report) -> str:
     lines.append("-" * len(cols))
     gpu = sum(r.device == "GPU" for r in rep.rows)
     total = f"total: {rep.total_macs / 1e9:.3f} GMAC on the DLA"
-    if rep.total_cycles is not None:
+    if rep.total_cycles == 0:
+        total += ", no hardware layer ran on the DLA"
+    elif rep.total_cycles is not None:
         total += (f", {rep.total_cycles:.0f} cycles = {rep.ms:.3f} ms at {rep.clock_mhz:g} MHz "
                   f"= {rep.fps:.1f} fps")
         if rep.total_dram_bytes is not None:

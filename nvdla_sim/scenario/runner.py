@@ -2,30 +2,24 @@
 
     load_scenario -> build the network and its weights -> DLA support checks -> hardware-layer plan
     -> (values mode) float32 reference + INT8 calibration and per-layer integer parameters
-    -> lower_and_run(plan, ctx): register programs on the engine          [part B of issue 4]
+    -> compiler.lower.lower_and_run(plan, ctx): one register program on the engine
     -> report: per-layer cycles, MAC utilisation, DRAM bytes, bound, SQNR; totals; plots
 
-`lower_and_run` is the seam.  Part B supplies it as `nvdla_sim/compiler/lower.py`:
-
-    def lower_and_run(plan: HwPlan, ctx: LoweringContext) -> PlanResult
-
-It lowers every DLA layer of `plan.layers` (in order; `HwLayer.quant` holds the integer
-parameters in values mode) into register programs, places the tensors (`plan.tensors`, root
-buffers from `plan.root`), runs them on the engine with `ctx.dram` / `ctx.cvsram`, calls
-`ctx.gpu_fallback(layer, inputs)` for `gpu` layers in values mode, and returns per-layer timing
-and, in values mode, the int8 content of every root buffer.  Until that module exists the hook
-raises an error saying so: no number here is ever invented.
+`lower_and_run` lowers every DLA layer of `plan.layers` (in order; `HwLayer.quant` holds the
+integer parameters in values mode) into register writes, places the tensors, runs the program on
+the engine with `ctx.dram` / `ctx.cvsram`, calls `ctx.gpu_fallback(layer, inputs)` for `gpu`
+layers in values mode, and returns per-layer timing and, in values mode, the int8 content of
+every root buffer.
 """
 from __future__ import annotations
 
-import importlib
-import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..compiler.hwlayers import HwLayer, HwPlan, LoweringContext, PlanResult, build_plan
+from ..compiler.hwlayers import HwLayer, HwPlan, LoweringContext, build_plan
+from ..compiler.lower import lower_and_run
 from ..compiler.network import Network
 from ..compiler.support import SupportReport, check_support
 from ..compiler.zoo import BUILTIN
@@ -34,13 +28,6 @@ from .quantize import Calibration, QuantConfig, dequantize, quantize_plan, quant
 from .reference import run_op, run_reference
 from .schema import Scenario, load_scenario
 from .weights import Weights, check_weights, load_npz, random_weights
-
-LOWERING_MODULE = "nvdla_sim.compiler.lower"
-
-
-class NotBuiltError(NvdlaSimError):
-    """A stage of the pipeline that does not exist yet."""
-
 
 @dataclass
 class Prepared:
@@ -155,18 +142,6 @@ def gpu_fallback_fn(plan: HwPlan, weights: Weights):
     return run
 
 
-def lower_and_run(plan: HwPlan, ctx: LoweringContext) -> PlanResult:
-    """The seam to part B: lower the plan to register programs and run them on the engine."""
-    impl = None
-    if importlib.util.find_spec(LOWERING_MODULE) is not None:
-        impl = getattr(importlib.import_module(LOWERING_MODULE), "lower_and_run", None)
-    if impl is None:
-        raise NotBuiltError("lowering hardware layers to NVDLA register programs is not built yet "
-                            f"({LOWERING_MODULE}.lower_and_run, issue 4 part B): nothing was run on "
-                            "the engine, so there are no cycles or INT8 values to report")
-    return impl(plan, ctx)
-
-
 def context(prep: Prepared) -> LoweringContext:
     scn = prep.scenario
     x_int8 = None
@@ -194,7 +169,7 @@ def dla_tensors(plan: HwPlan, outputs: dict[str, np.ndarray]) -> dict[str, np.nd
 
 
 def execute(prep: Prepared, out_dir: Path | None = None):
-    """Run the plan through the seam and write the report; returns the Report."""
+    """Lower and run the plan on the engine and write the report; returns the Report."""
     from ..report.tables import build_report, write_reports
     result = lower_and_run(prep.plan, context(prep))
     values = dla_tensors(prep.plan, result.outputs) if prep.scenario.values else None

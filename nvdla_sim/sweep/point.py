@@ -8,7 +8,7 @@
     row = parameters + hardware columns + metrics (results.py)
 
 The runner is injected.  `run_scenario_point` (the default) runs the scenario the way
-`nvdla-sim run` does, through the lowering seam `scenario.runner.lower_and_run`, and reads the
+`nvdla-sim run` does, through `compiler.lower.lower_and_run`, and reads the
 totals; `conv_chain.run_conv_chain` is a smaller real runner for networks of convolutions.  A runner
 returns a mapping with at least `cycles` (DLA cycles, first enable to last interrupt) and
 `dram_bytes` (DRAM bytes read + written); optional: `cvsram_traffic_bytes`, `lowest_sqnr_db`,
@@ -48,7 +48,8 @@ def run_scenario_point(scenario: dict, base_dir: str) -> dict:
     """The default runner: the scenario on the engine through `lower_and_run`, as `nvdla-sim run`
     runs it (no report files are written)."""
     from ..report.tables import build_report
-    from ..scenario.runner import context, dla_tensors, lower_and_run
+    from ..compiler.lower import lower_and_run
+    from ..scenario.runner import context, dla_tensors
     prep = compile_point(scenario, base_dir)
     result = lower_and_run(prep.plan, replace(context(prep), timeline=False))
     values = dla_tensors(prep.plan, result.outputs) if prep.scenario.values else None
