@@ -33,8 +33,21 @@ def align_up(value: int, alignment: int) -> int:
     return -(-value // alignment) * alignment
 
 
+class InMemorySpace:
+    """Something placed in DBB or CVSRAM (`space`): its RAM_TYPE field value and trace memory name."""
+    space: str
+
+    @property
+    def ram_type(self) -> int:
+        return RAM_TYPE[self.space]
+
+    @property
+    def mem(self) -> str:
+        return TRACE_MEM[self.space]
+
+
 @dataclass(frozen=True)
-class TensorPlacement:
+class TensorPlacement(InMemorySpace):
     """A C x H x W INT8 cube in memory (reference map 5.1 layout)."""
     name: str
     space: str                 # DBB or CVSRAM
@@ -45,14 +58,6 @@ class TensorPlacement:
     atom: int                  # bytes (= channels, INT8) per atom
     line_stride: int
     surf_stride: int
-
-    @property
-    def ram_type(self) -> int:
-        return RAM_TYPE[self.space]
-
-    @property
-    def mem(self) -> str:
-        return TRACE_MEM[self.space]
 
     @property
     def surfaces(self) -> int:
@@ -100,20 +105,12 @@ class TensorPlacement:
 
 
 @dataclass(frozen=True)
-class Buffer:
+class Buffer(InMemorySpace):
     """A plain byte buffer (weights, SDP operand arrays)."""
     name: str
     space: str
     address: int
     size_bytes: int
-
-    @property
-    def ram_type(self) -> int:
-        return RAM_TYPE[self.space]
-
-    @property
-    def mem(self) -> str:
-        return TRACE_MEM[self.space]
 
 
 class Allocator:

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..errors import NvdlaSimError
+from ..yaml_file import read_yaml
 
 PRESET_DIR = Path(__file__).with_name("presets")
 
@@ -97,14 +96,7 @@ def preset_names() -> list[str]:
 
 
 def _read_yaml(path: Path) -> dict:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise NvdlaSimError(f"{path}: file not found") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise NvdlaSimError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    data = read_yaml(path)
     if not isinstance(data, dict):
         raise NvdlaSimError(f"{path}: expected a mapping of configuration fields")
     return data

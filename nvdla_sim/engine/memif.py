@@ -14,9 +14,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 import simpy
-import yaml
 
 from ..errors import NvdlaSimError
+from ..yaml_file import read_yaml
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "memory_profiles"
 
@@ -59,12 +59,7 @@ def load_memory_profile(spec: str | Path | dict) -> MemoryProfile:
             path = PROFILE_DIR / f"{spec}.yaml"
         else:
             raise NvdlaSimError(f"unknown memory profile '{spec}' (known: {', '.join(profile_names())})")
-        try:
-            data = yaml.safe_load(path.read_text())
-        except FileNotFoundError:
-            raise NvdlaSimError(f"{path}: file not found") from None
-        except yaml.YAMLError as exc:
-            raise NvdlaSimError(f"{path}: malformed YAML ({exc})") from None
+        data = read_yaml(path)
         if not isinstance(data, dict):
             raise NvdlaSimError(f"{path}: expected a mapping of profile fields")
     if "profile" in data:

@@ -10,13 +10,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..compiler.network import Network, Shape
 from ..compiler.zoo import BUILTIN
 from ..config import HardwareConfig, load_hardware
 from ..engine.memif import MemoryProfile, load_memory_profile
 from ..errors import NvdlaSimError
+from ..yaml_file import read_yaml
 
 TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
               "quantization", "mode", "gpu_fallback", "outputs")
@@ -436,18 +435,7 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; errors are `FILE: field.path: message`."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise NvdlaSimError(f"{path}: scenario file not found") from None
-    except (IsADirectoryError, PermissionError) as exc:
-        raise NvdlaSimError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise NvdlaSimError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    data = read_yaml(path, "scenario file")
     try:
         scn = parse_scenario(data, path.resolve().parent, path.stem)
     except NvdlaSimError as exc:

@@ -28,11 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from ..config import preset_names
 from ..errors import NvdlaSimError
 from ..scenario.schema import TOP_FIELDS, FieldError, parse_scenario
+from ..yaml_file import read_yaml
 
 # Short axis name -> scenario field path.
 AXES = {
@@ -210,21 +209,6 @@ def hardware_limited(exc: NvdlaSimError) -> bool:
 # --------------------------------------------------------------------------------------------------
 # Loading
 
-def _read(path: Path) -> Any:
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise NvdlaSimError(f"{path}: file not found") from None
-    except (IsADirectoryError, PermissionError) as exc:
-        raise NvdlaSimError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f":{mark.line + 1}" if mark else ""
-        raise NvdlaSimError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
-
-
 def _base(value: Any, sweep_dir: Path) -> dict:
     if value is None:
         raise FieldError("base", "missing (a scenario file or an inline scenario mapping)")
@@ -234,7 +218,7 @@ def _base(value: Any, sweep_dir: Path) -> dict:
             p = sweep_dir / p
         if not p.is_file():
             raise FieldError("base", f"scenario file not found: {p}")
-        data = _read(p)
+        data = read_yaml(p)
         if not isinstance(data, dict):
             raise FieldError("base", f"{p}: expected a scenario mapping")
         try:
@@ -369,7 +353,7 @@ def parse_sweep(data: Any, sweep_dir: Path, default_name: str = "sweep") -> Swee
 def load_sweep(path: str | Path) -> SweepSpec:
     """Read, validate and expand a SWEEP.yaml; errors are `FILE: field.path: message`."""
     path = Path(path)
-    data = _read(path)
+    data = read_yaml(path, "sweep file")
     try:
         spec = parse_sweep(data, path.resolve().parent, path.stem)
     except NvdlaSimError as exc:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generator
 
+import numpy as np
 
 from ..errors import UnsupportedError
+from ..layout import read_cube
 from ..regs import GroupView
 
 if TYPE_CHECKING:
@@ -108,6 +110,20 @@ class Unit:
         """Crude transfer time of `nbytes` over the unit's memory interface (width + latency)."""
         memif = self.hw.secondary_memif if secondary and self.hw.secondary_memif else self.hw.primary_memif
         return memif.latency_cycles + -(-nbytes // memif.width_bytes)
+
+    def read_src_cube(self, view: GroupView, ram_type: int, width: int, height: int,
+                      channels: int, line_stride: int | None = None,
+                      surf_stride: int | None = None) -> np.ndarray | None:
+        """The input cube an RDMA reads from its D_SRC_* address and strides (SDP, PDP, CDP);
+        None in a timing-only run, which never reads memory contents."""
+        if not self.engine.compute_values:
+            return None
+        return read_cube(self.engine.memory.space(ram_type),
+                         view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
+                         width, height, channels,
+                         view.word("D_SRC_LINE_STRIDE") if line_stride is None else line_stride,
+                         view.word("D_SRC_SURFACE_STRIDE") if surf_stride is None else surf_stride,
+                         self.hw.memory_atomic_bytes)
 
     def unsupported(self, reason: str) -> UnsupportedError:
         return UnsupportedError(f"{self.block}: {reason}")

@@ -251,10 +251,8 @@ class SdpRdma(Unit):
             surf_stride = view.word("D_SRC_SURFACE_STRIDE")
             if width == 1 and height == 1:
                 line_stride = surf_stride = atom        # a 1x1 cube is read as packed surfaces
-            if self.engine.compute_values:
-                payload.input = read_cube(self.engine.memory.space(ram_type),
-                                          view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
-                                          width, height, channels, line_stride, surf_stride, atom)
+            payload.input = self.read_src_cube(view, ram_type, width, height, channels,
+                                               line_stride, surf_stride)
             transfers.append((surfaces(channels, atom) * atom * height * width, ram_type))
         for stage in STAGES:
             dma = STAGE_DMA[stage]
