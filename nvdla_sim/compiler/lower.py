@@ -493,7 +493,6 @@ def _run_gpu(step: Step, plan: HwPlan, ctx: LoweringContext, engine: Engine,
 
 def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
     """Run a lowered network on one engine, step by step (see the module doc)."""
-    from ..engine.engine import RunResult
     plan = lowered.plan
     engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz, cvsram_memory=ctx.cvsram,
                     compute_values=ctx.values)
