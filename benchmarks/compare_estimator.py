@@ -18,6 +18,7 @@ import csv
 import io
 import re
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,7 +35,7 @@ def estimator_rows(path: Path) -> list[dict]:
     return out
 
 
-def our_rows_for(net: str, est_name: str, index: int) -> list[str]:
+def our_rows_for(net: str, est_name: str) -> list[str]:
     n = est_name.lower()
     if net == "resnet50":
         return [n.split()[0]]
@@ -64,22 +65,17 @@ def compare(net: str, estimator_dir: Path) -> str:
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()):
         report = execute(prepare(scn), Path(tmp))
     ours = {r.layer: r for r in report.rows}
-    seen: dict[str, int] = {}
+    est_rows = estimator_rows(estimator_dir / f"{net}_layers.csv")
+    # AlexNet's grouped layers: two estimator rows, one simulator row with both groups.
+    covering = Counter(tuple(our_rows_for(net, e["name"])) for e in est_rows)
     lines = ["| estimator row | est. cycles | est. DRAM KB | est. pole | nvdla-sim rows | cycles "
              "| DRAM KB | bound |", "|---|---:|---:|---|---|---:|---:|---|"]
     est_total = sim_total = 0.0
     used = set()
-    for i, e in enumerate(estimator_rows(estimator_dir / f"{net}_layers.csv")):
-        names = our_rows_for(net, e["name"], i)
+    for e in est_rows:
+        names = our_rows_for(net, e["name"])
         rows = [ours[n] for n in names if n in ours]
-        # AlexNet grouped layers: two estimator rows, one simulator row with both groups.
-        key = ",".join(names)
-        share = 1.0
-        if net == "alexnet":
-            groups = sum(1 for x in estimator_rows(estimator_dir / f"{net}_layers.csv")
-                         if our_rows_for(net, x["name"], 0) == names)
-            share = 1.0 / groups
-            seen[key] = seen.get(key, 0) + 1
+        share = 1.0 / covering[tuple(names)] if net == "alexnet" else 1.0
         cycles = sum(r.cycles for r in rows) * share
         dram = sum(r.dram_bytes for r in rows) / 1024 * share
         bound = "/".join(sorted({r.bound for r in rows}))

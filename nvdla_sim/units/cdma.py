@@ -18,7 +18,7 @@ from typing import Generator
 import numpy as np
 
 from ..kernels.conv import convert_feature_int8, convert_pixels_int8
-from ..layout import read_cube
+from ..layout import read_cube, surfaces
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
@@ -115,11 +115,7 @@ class Cdma(Unit):
             and self.cbuf.data is not None
         read_bytes = 0
         if not reuse:
-            if not self.engine.compute_values:
-                data, read_bytes = self.input_size(view, fmt)
-            else:
-                data, read_bytes = self.load_feature(view) if fmt == DATAIN_FEATURE \
-                    else self.load_pixels(view)
+            data, read_bytes = self.load_input(view, fmt)
             self.cbuf.check_data_fits(data.entries, f"{data.kind} input")
             self.cbuf.store_data(data)
         self.cbuf.retained_key = key if view.field("D_MISC_CFG", "SKIP_DATA_RLS") else None
@@ -154,31 +150,31 @@ class Cdma(Unit):
         self.engine.glb.raise_interrupt("CDMA_DAT", view.group)
         self.engine.glb.raise_interrupt("CDMA_WT", view.group)
 
-    def input_size(self, view: GroupView, fmt: int) -> tuple[CbufData, int]:
-        """Timing only: what the input occupies in CBUF and the bytes read, without reading."""
-        atom = self.hw.memory_atomic_bytes
+    def load_input(self, view: GroupView, fmt: int) -> tuple[CbufData, int]:
+        """The input as CBUF holds it (entries; in values mode also its bytes, converted) and the
+        bytes CDMA_DAT reads for it.  Timing-only runs get the same sizes and checks, no array."""
         width = view.field("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
         height = view.field("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
         channels = view.field("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
         entries = (view.field("D_ENTRY_PER_SLICE", "ENTRIES") + 1) * height
+        atom = self.hw.memory_atomic_bytes
+        values = self.engine.compute_values
         if fmt == DATAIN_FEATURE:
-            read_bytes = -(-channels // atom) * atom * height * width
-            return CbufData(FEATURE, None, entries), read_bytes
-        layout = PIXEL_LAYOUTS.get(view.field("D_DATAIN_FORMAT", "PIXEL_FORMAT"))
-        bpp = layout.bytes_per_pixel if layout else 1
+            read_bytes = surfaces(channels, atom) * atom * height * width
+            cube = self.read_feature(view, width, height, channels) if values else None
+            return CbufData(FEATURE, cube, entries), read_bytes
+        layout = self.pixel_layout(view, channels)
         x_offset = view.field("D_PIXEL_OFFSET", "PIXEL_X_OFFSET")
-        read_bytes = height * -(-((x_offset + width) * bpp) // atom) * atom
-        return CbufData(PIXEL, None, entries, channels), read_bytes
+        read_bytes = height * -(-((x_offset + width) * layout.bytes_per_pixel) // atom) * atom
+        lines = self.read_pixels(view, layout, width, height, x_offset) if values else None
+        return CbufData(PIXEL, lines, entries, channels), read_bytes
 
     # -- feature input -------------------------------------------------------------------------
-    def load_feature(self, view: GroupView) -> tuple[CbufData, int]:
-        atom = self.hw.memory_atomic_bytes
-        width = view.field("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
-        height = view.field("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
-        channels = view.field("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
+    def read_feature(self, view: GroupView, width: int, height: int, channels: int) -> np.ndarray:
         cube = read_cube(self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")),
                          view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), width, height,
-                         channels, view.word("D_LINE_STRIDE"), view.word("D_SURF_STRIDE"), atom)
+                         channels, view.word("D_LINE_STRIDE"), view.word("D_SURF_STRIDE"),
+                         self.hw.memory_atomic_bytes)
         if view.field("D_CVT_CFG", "CVT_EN"):
             cube = np.ascontiguousarray(cube)
             converted = np.empty_like(cube)
@@ -186,11 +182,11 @@ class Cdma(Unit):
                                  view.sfield("D_CVT_SCALE", "CVT_SCALE"),
                                  view.field("D_CVT_CFG", "CVT_TRUNCATE"))
             cube = converted
-        entries = (view.field("D_ENTRY_PER_SLICE", "ENTRIES") + 1) * height
-        return CbufData(FEATURE, cube, entries), cube.size
+        return cube
 
     # -- image input ---------------------------------------------------------------------------
-    def load_pixels(self, view: GroupView) -> tuple[CbufData, int]:
+    def pixel_layout(self, view: GroupView, channels: int) -> PixelLayout:
+        """The image format the registers name, if it is one this model reads."""
         code = view.field("D_DATAIN_FORMAT", "PIXEL_FORMAT")
         layout = PIXEL_LAYOUTS.get(code)
         if layout is None:
@@ -199,19 +195,19 @@ class Cdma(Unit):
                                    f"({names}) are modelled")
         if view.field("D_DATAIN_FORMAT", "PIXEL_MAPPING") != PIXEL_PITCH_LINEAR:
             raise self.unsupported("PIXEL_MAPPING=RESERVED_LINEAR (only pitch-linear images)")
-        width = view.field("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
-        height = view.field("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
-        channels = view.field("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
         elements = len(layout.byte_order)
         if channels != elements:
             raise self.unsupported(f"DATAIN_CHANNEL={channels} with {layout.name} pixels "
                                    f"({elements} elements each)")
-        x_offset = view.field("D_PIXEL_OFFSET", "PIXEL_X_OFFSET")
-        line_stride = view.word("D_LINE_STRIDE")
-        bpp = layout.bytes_per_pixel
+        return layout
+
+    def read_pixels(self, view: GroupView, layout: PixelLayout, width: int, height: int,
+                    x_offset: int) -> np.ndarray:
+        """CBUF image lines: the pixels read, converted, and padded left and right."""
+        elements = len(layout.byte_order)
         pixel_bytes = read_pixel_lines(
             self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")),
-            view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), line_stride,
+            view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), view.word("D_LINE_STRIDE"),
             width, height, x_offset, layout)
         if view.field("D_CVT_CFG", "CVT_EN"):
             if view.field("D_MEAN_FORMAT", "MEAN_FORMAT"):
@@ -228,13 +224,9 @@ class Cdma(Unit):
                                 bool(view.field("D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE")))
         else:
             pixels = pixel_bytes.view(np.int8)
-        lines = pad_pixel_lines(pixels, view.field("D_ZERO_PADDING", "PAD_LEFT"),
-                                view.field("D_ZERO_PADDING", "PAD_RIGHT"),
-                                int8_low_byte(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE")))
-        entries = (view.field("D_ENTRY_PER_SLICE", "ENTRIES") + 1) * height
-        atom = self.hw.memory_atomic_bytes
-        read_bytes = height * -(-((x_offset + width) * bpp) // atom) * atom
-        return CbufData(PIXEL, lines, entries, elements), read_bytes
+        return pad_pixel_lines(pixels, view.field("D_ZERO_PADDING", "PAD_LEFT"),
+                               view.field("D_ZERO_PADDING", "PAD_RIGHT"),
+                               int8_low_byte(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE")))
 
 
 def read_pixel_lines(space, base: int, line_stride: int, width: int, height: int, x_offset: int,
