@@ -390,6 +390,16 @@ def test_winograd_is_unsupported():
         Engine(load_hardware("nv_small")).run(_feature_program(misc=1))
 
 
+@pytest.mark.parametrize("compute_values", [True, False], ids=["values", "timing-only"])
+def test_unmodelled_pixel_format_is_unsupported_in_both_modes(compute_values):
+    cdma, csc, cacc, images = _feature_layer()
+    cdma["D_DATAIN_FORMAT"] = {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 2}      # a 16-bit format
+    csc["D_DATAIN_FORMAT"] = {"DATAIN_FORMAT": 1}
+    with pytest.raises(UnsupportedError, match="PIXEL_FORMAT=2"):
+        Engine(load_hardware("nv_small"), compute_values=compute_values).run(
+            _conv_program(cdma, csc, cacc, images))
+
+
 def test_image_input_pipeline():
     """A8R8G8B8 image, 2x1 pixels, mean per element, kernel 1 row x 2 pixels x 4 elements."""
     image = np.array([4, 3, 2, 1, 40, 30, 20, 10], np.uint8)   # B,G,R,A -> R,G,B,A = 2,3,4,1
