@@ -27,7 +27,7 @@ def cmd_replay(args) -> int:
     path = Path(args.path)
     if not path.exists():
         raise NvdlaSimError(f"{path}: no such trace file or folder")
-    outcome = run_test(path, hw, _memory(args), args.timeline)
+    outcome = run_test(path, hw, _memory(args), args.timeline, args.format)
     for check in outcome.checks:
         print(check.describe())
     if outcome.error:
@@ -36,15 +36,18 @@ def cmd_replay(args) -> int:
     cycles = f"{outcome.cycles:.0f} cycles" if outcome.cycles is not None else ""
     print(f"{outcome.name}: {outcome.status.upper()}  {cycles}  ({outcome.wall_s:.2f} s)")
     if outcome.result is not None and not args.quiet:
+        from .report.statistics import format_statistics
         from .report.timing_summary import format_summary
         print(format_summary(outcome.result))
+        if outcome.statistics:
+            print(format_statistics(outcome.statistics))
     return 0 if outcome.status == "pass" else 1
 
 
 def cmd_conformance(args) -> int:
-    from .conformance import find_tests, run_test
+    from .conformance import find_tests, run_test, tests_folder
     hw = _hardware(args)
-    root = Path(args.nvdla_hw) / "verif" / "tests" / "trace_tests" / args.project
+    root = tests_folder(Path(args.nvdla_hw), args.project, hw.nvdla_version)
     tests = find_tests(root, args.filter)
     if not tests:
         raise NvdlaSimError(f"{root}: no test matches '{args.filter}'")
@@ -120,7 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nvdla-sim", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("replay", help="run one official trace test (folder or .cfg) and check its CRCs")
+    r = sub.add_parser("replay", help="run one trace test (a .cfg test or a v1 input.txn folder) "
+                                      "and check its CRCs / register reads / memory dumps")
     r.add_argument("path")
     r.add_argument("--project", default="nv_small", help="hardware preset (default nv_small)")
     r.add_argument("--hw-config", help="hardware YAML (a preset plus overrides) instead of --project")
@@ -128,11 +132,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="memory profile name or YAML (default rtl_testbench)")
     r.add_argument("--timeline", type=Path, help="write <test>.trace.json and <test>.png here")
     r.add_argument("--quiet", action="store_true", help="omit the per-unit timing summary")
+    r.add_argument("--format", choices=("cfg", "txn"),
+                   help="trace format (default: txn for a folder with input.txn, else cfg)")
     r.set_defaults(func=cmd_replay)
 
-    c = sub.add_parser("conformance", help="run every trace test of a project")
+    c = sub.add_parser("conformance", help="run every trace test of a project (v2: "
+                       "verif/tests/trace_tests/<project>/, v1: verif/traces/traceplayer/)")
     c.add_argument("--nvdla-hw", default=os.environ.get("NVDLA_HW", "../shared/nvdla-hw"),
-                   help="nvdla/hw checkout (default $NVDLA_HW or ../shared/nvdla-hw)")
+                   help="nvdla/hw checkout (default $NVDLA_HW or ../shared/nvdla-hw; for a v1 "
+                        "project such as nv_full, an nvdlav1 checkout like ../shared/nvdla-hw-v1)")
     c.add_argument("--project", default="nv_small")
     c.add_argument("--hw-config", help="hardware YAML instead of the --project preset")
     c.add_argument("--filter", default="*", help="glob on test names")

@@ -1,7 +1,11 @@
-"""Run official NVDLA trace tests and collect pass/fail, cycles and wall time per test."""
+"""Run official NVDLA trace tests and collect pass/fail, cycles and wall time per test.
+
+Two formats: nvdla/hw master `.cfg` tests (v2, `verif/tests/trace_tests/<project>/`) and v1
+trace-player tests (`input.txn`, branch nvdlav1 `verif/traces/traceplayer/`)."""
 from __future__ import annotations
 
 import fnmatch
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +15,59 @@ from .engine import Engine, RunResult
 from .engine.memif import MemoryProfile
 from .errors import NvdlaSimError, UnsupportedError
 from .frontends.cfg_trace import parse_cfg
+from .frontends.txn_trace import parse_txn
+from .program import RegisterProgram
+from .report.statistics import read_statistics
 from .report.timing_summary import timing_json
+
+FORMATS = ("cfg", "txn")
+V1_TESTS = Path("verif") / "traces" / "traceplayer"
+
+
+def tests_folder(nvdla_hw: Path, project: str, nvdla_version: int) -> Path:
+    """Where a checkout keeps a project's trace tests: v1 trace-player tests or v2 .cfg tests."""
+    if nvdla_version == 1:
+        return Path(nvdla_hw) / V1_TESTS
+    return Path(nvdla_hw) / "verif" / "tests" / "trace_tests" / project
+
+
+def v1_corpus_root() -> Path | None:
+    """$NVDLA_HW_V1, else ../shared/nvdla-hw-v1 beside the checkout; None when neither has the
+    v1 trace-player tests."""
+    repo = Path(__file__).resolve().parent.parent
+    candidates = [Path(os.environ["NVDLA_HW_V1"])] if os.environ.get("NVDLA_HW_V1") else []
+    candidates.append(repo.parent / "shared" / "nvdla-hw-v1")
+    for c in candidates:
+        if (c / V1_TESTS).is_dir():
+            return c
+    return None
+
+
+def trace_format(path: Path, forced: str | None = None) -> str:
+    """"txn" for a folder with input.txn (or an .txn file), "cfg" for a .cfg test."""
+    if forced is not None:
+        if forced not in FORMATS:
+            raise NvdlaSimError(f"unknown trace format '{forced}' (known: {', '.join(FORMATS)})")
+        return forced
+    if path.is_dir():
+        if (path / "input.txn").is_file():
+            return "txn"
+        if any(path.glob("*.cfg")):
+            return "cfg"
+        raise NvdlaSimError(f"{path}: neither input.txn nor a .cfg file in the folder")
+    if path.suffix == ".txn":
+        return "txn"
+    if path.suffix == ".cfg":
+        return "cfg"
+    raise NvdlaSimError(f"{path}: not a trace (.cfg, input.txn or a folder holding one)")
+
+
+def load_program(path: Path, nvdla_version: int, fmt: str | None = None) -> RegisterProgram:
+    """Parse a trace test of either format into a RegisterProgram."""
+    path = Path(path)
+    if trace_format(path, fmt) == "txn":
+        return parse_txn(path, nvdla_version)
+    return parse_cfg(path, nvdla_version)
 
 
 @dataclass
@@ -23,32 +79,37 @@ class TestOutcome:
     wall_s: float = 0.0
     error: str | None = None
     result: RunResult | None = None
+    statistics: dict = field(default_factory=dict)     # statistics registers after the run
 
     def to_json(self) -> dict:
         return {"name": self.name, "status": self.status,
                 "checks": [{"sync_id": c.sync_id, "kind": c.kind, "space": c.space,
                             "addr": c.addr, "size": c.nbytes, "expected": c.expected,
-                            "actual": c.actual, "pass": c.passed} for c in self.checks],
+                            "actual": c.actual, "pass": c.passed, "name": c.name,
+                            "first_diff": c.first_diff} for c in self.checks],
+                "statistics": self.statistics,
                 "cycles": self.cycles, "wall_s": round(self.wall_s, 4), "error": self.error,
                 "timing": timing_json(self.result) if self.result is not None else None}
 
 
 def find_tests(root: Path, pattern: str = "*") -> list[Path]:
-    """Test folders (each holding one .cfg) under `root`, sorted by name."""
+    """Test folders (each holding one .cfg or an input.txn) under `root`, sorted by name."""
     if not root.is_dir():
         raise NvdlaSimError(f"{root}: no such trace-test folder")
     tests = [d for d in sorted(root.iterdir())
-             if d.is_dir() and any(d.glob("*.cfg")) and fnmatch.fnmatch(d.name, pattern)]
+             if d.is_dir() and ((d / "input.txn").is_file() or any(d.glob("*.cfg")))
+             and fnmatch.fnmatch(d.name, pattern)]
     return tests
 
 
 def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_testbench",
-             timeline_dir: Path | None = None) -> TestOutcome:
-    """Run one trace test; with `timeline_dir`, also write its trace events and utilization plot."""
+             timeline_dir: Path | None = None, fmt: str | None = None) -> TestOutcome:
+    """Run one trace test (`fmt` "cfg"/"txn", default by what the folder holds); with
+    `timeline_dir`, also write its trace events and utilization plot."""
     name = path.name if path.is_dir() else path.stem
     start = time.perf_counter()
     try:
-        program = parse_cfg(path, hw.nvdla_version)
+        program = load_program(path, hw.nvdla_version, fmt)
         result = Engine(hw, memory).run(program)
     except UnsupportedError as exc:
         return TestOutcome(name, "unsupported", wall_s=time.perf_counter() - start, error=str(exc))
@@ -58,7 +119,8 @@ def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_
     wall_s = time.perf_counter() - start
     if timeline_dir is not None:
         write_timeline(result, Path(timeline_dir), name)
-    return TestOutcome(name, status, result.checks, result.cycles, wall_s, result=result)
+    return TestOutcome(name, status, result.checks, result.cycles, wall_s, result=result,
+                       statistics=read_statistics(result.engine))
 
 
 def write_timeline(result: RunResult, folder: Path, name: str) -> tuple[Path, Path]:

@@ -89,8 +89,39 @@ class CheckNothing:
     where: Where | None = None
 
 
+@dataclass(frozen=True)
+class ReadReg:
+    """Read a register and compare `value & mask` with `expected & mask`; a mismatch is read
+    again after a poll interval, `attempts` reads in all (the v1 trace player's `read_reg`)."""
+    addr: int
+    mask: int
+    expected: int
+    attempts: int
+    name: str
+    where: Where | None = None
+
+
+@dataclass(frozen=True)
+class WaitInterrupt:
+    """Hold the register stream until the GLB interrupt line is high (any status bit its mask
+    lets through): the v1 trace player's `wait`.  Nothing is cleared."""
+    where: Where | None = None
+
+
+@dataclass(frozen=True)
+class DumpMem:
+    """Compare `nbytes` of memory at `addr` with `golden` (uint8) when the stream reaches it;
+    `golden` None only records the bytes (how the txn writer computes its golden images)."""
+    mem: str
+    addr: int
+    nbytes: int
+    golden: np.ndarray | None = field(default=None, repr=False)
+    source: str = ""
+    where: Where | None = None
+
+
 Command = (RegWrite | MemFill | MemLoad | PollRegEqual | IntrNotify | SyncWait | CheckCrc
-           | CheckNothing)
+           | CheckNothing | ReadReg | WaitInterrupt | DumpMem)
 
 
 @dataclass
@@ -101,4 +132,5 @@ class RegisterProgram:
 
     @property
     def checks(self) -> list:
-        return [c for c in self.commands if isinstance(c, (CheckCrc, CheckNothing))]
+        return [c for c in self.commands
+                if isinstance(c, (CheckCrc, CheckNothing, ReadReg, DumpMem))]

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import simpy
 
 from ..config import HardwareConfig
 from ..errors import NvdlaSimError
 from ..memory import MemoryAccessError, MemorySystem
-from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
-                       RegisterProgram, RegWrite, SyncWait)
+from ..program import (CheckCrc, CheckNothing, DumpMem, IntrNotify, MemFill, MemLoad, PollRegEqual,
+                       ReadReg, RegisterProgram, RegWrite, SyncWait, WaitInterrupt)
 from ..regs import RegisterFile, register_map
 from .activity import ActivityLog
 from .glb import Glb
@@ -26,25 +27,46 @@ POLL_LIMIT_CYCLES = 1_000_000
 
 @dataclass
 class CheckResult:
-    sync_id: str
-    kind: str                   # "crc" or "nothing"
+    sync_id: str                # cfg: the sync id; txn: file:line of the command
+    kind: str                   # "crc", "nothing", "read_reg" or "dump_mem"
     space: str = ""
     addr: int = 0
     nbytes: int = 0
-    expected: int | None = None
+    expected: int | None = None  # crc / register value (read_reg: already masked)
     actual: int | None = None
     cycle: float = 0
+    name: str = ""              # read_reg: UNIT.REG; dump_mem: the golden file
+    mask: int = 0xFFFFFFFF      # read_reg
+    attempts: int = 0           # read_reg: reads it took
+    first_diff: int | None = None          # dump_mem: first differing byte address
+    diff_bytes: int = 0                    # dump_mem: how many bytes differ
+    captured: np.ndarray | None = field(default=None, repr=False)  # dump_mem without a golden
 
     @property
     def passed(self) -> bool:
-        return self.kind == "nothing" or self.expected == self.actual
+        if self.kind == "nothing":
+            return True
+        if self.kind == "dump_mem":
+            return self.first_diff is None
+        return self.expected == self.actual
 
     def describe(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
         if self.kind == "nothing":
             return f"{self.sync_id}: interrupt at cycle {self.cycle:.0f}, nothing to check  PASS"
+        if self.kind == "read_reg":
+            return (f"{self.sync_id}: read_reg {self.name} mask 0x{self.mask:08x} expected "
+                    f"0x{self.expected:08x} actual 0x{self.actual:08x} ({self.attempts} reads, "
+                    f"cycle {self.cycle:.0f})  {verdict}")
+        if self.kind == "dump_mem":
+            text = (f"{self.sync_id}: dump_mem {self.space} 0x{self.addr:x} +0x{self.nbytes:x} vs "
+                    f"{self.name} (cycle {self.cycle:.0f})")
+            if self.first_diff is not None:
+                text += (f": {self.diff_bytes} bytes differ, first at 0x{self.first_diff:x} "
+                         f"(expected 0x{self.expected:02x}, actual 0x{self.actual:02x})")
+            return f"{text}  {verdict}"
         return (f"{self.sync_id}: crc {self.space} 0x{self.addr:x} +0x{self.nbytes:x} "
-                f"expected 0x{self.expected:08x} actual 0x{self.actual:08x}  "
-                f"{'PASS' if self.passed else 'FAIL'}")
+                f"expected 0x{self.expected:08x} actual 0x{self.actual:08x}  {verdict}")
 
 
 @dataclass
@@ -96,6 +118,7 @@ class Engine:
         self.memory = MemorySystem(has_secondary=hw.secondary_memif is not None)
         self.glb = Glb(self.env, self.regs)
         self.first_op_enable: float | None = None
+        self._current = None            # the program command the CSB master is executing
         self._channels: dict[str, simpy.Store] = {}
         self.units = build_units(self)
 
@@ -125,9 +148,11 @@ class Engine:
             if "No scheduled events" not in str(exc):
                 raise
             waiting = [u.describe_wait() for u in self.units.values() if u.describe_wait()]
+            where = f"{self._current.where}: " if self._current is not None and \
+                self._current.where is not None else ""
             raise NvdlaSimError(
-                f"{program.name}: deadlock at cycle {self.env.now:.0f}: awaited interrupt never "
-                f"raised ({'; '.join(waiting) or 'no unit is running'})") from None
+                f"{where or program.name + ': '}deadlock at cycle {self.env.now:.0f}: awaited "
+                f"interrupt never raised ({'; '.join(waiting) or 'no unit is running'})") from None
         self.timing.finish()
         result.engine = self
         if not summarize:
@@ -198,7 +223,9 @@ class Engine:
 
         csb = self.timing.params.csb
         slow_wait = csb.slow_write_interval_cycles - csb.write_interval_cycles
+        stream_end = [None]         # txn programs: the last interrupt line / poll the stream saw
         for cmd in program.commands:
+            self._current = cmd
             if isinstance(cmd, RegWrite):
                 if slow_wait > 0 and self._slow_csb_target(cmd.addr):
                     yield env.timeout(slow_wait)    # the unit's CSB port is not ready yet
@@ -229,6 +256,18 @@ class Engine:
                                         "intr_notify armed")
                 if not event.processed:
                     yield event
+            elif isinstance(cmd, ReadReg):
+                check = yield from self._read_reg(cmd)
+                result.checks.append(check)
+                stream_end[0] = env.now
+            elif isinstance(cmd, WaitInterrupt):
+                event = self.glb.wait_line()
+                if not event.processed:
+                    yield event
+                stream_end[0] = env.now
+            elif isinstance(cmd, DumpMem):
+                if self.compute_values:
+                    result.checks.append(self._dump_mem(cmd))
             elif isinstance(cmd, CheckCrc) and not self.compute_values:
                 continue                            # nothing computed, nothing to check
             elif isinstance(cmd, (CheckCrc, CheckNothing)):
@@ -239,5 +278,45 @@ class Engine:
                     pending_checks.setdefault(cmd.sync_id, []).append(cmd)
         if waits:
             yield simpy.AllOf(env, list(waits.values()))
+        self._current = None
         start = self.first_op_enable if self.first_op_enable is not None else 0.0
-        result.cycles = max(0.0, last_intr[0] - start)
+        end = last_intr[0]
+        if not waits and stream_end[0] is not None:
+            # No intr_notify: the run ends at the last interrupt raised, else where the stream
+            # last waited or polled.
+            end = self.glb.raised[-1][0] if self.glb.raised else stream_end[0]
+        result.cycles = max(0.0, end - start)
+
+    def _read_reg(self, cmd: ReadReg):
+        """Generator: read until `value & mask` matches or the attempts are spent; the check."""
+        csb = self.timing.params.csb
+        expected = cmd.expected & cmd.mask
+        attempts = 0
+        while True:
+            yield self.env.timeout(csb.read_cycles)
+            value = self.regs.read(cmd.addr) & cmd.mask
+            attempts += 1
+            if value == expected or attempts >= cmd.attempts:
+                break
+            yield self.env.timeout(csb.poll_interval_cycles)
+        label = str(cmd.where) if cmd.where is not None else cmd.name
+        return CheckResult(label, "read_reg", addr=cmd.addr, expected=expected, actual=value,
+                           cycle=self.env.now, name=cmd.name, mask=cmd.mask, attempts=attempts)
+
+    def _dump_mem(self, cmd: DumpMem) -> CheckResult:
+        """Compare memory with the golden image (or record it when there is none)."""
+        space = self._route(cmd.addr, cmd.nbytes, cmd.where)
+        data = space.read(cmd.addr, cmd.nbytes)
+        label = str(cmd.where) if cmd.where is not None else f"dump 0x{cmd.addr:x}"
+        check = CheckResult(label, "dump_mem", space.name.split()[0], cmd.addr, cmd.nbytes,
+                            cycle=self.env.now, name=cmd.source)
+        if cmd.golden is None:
+            check.captured = data
+            return check
+        diff = np.flatnonzero(data != cmd.golden)
+        if diff.size:
+            first = int(diff[0])
+            check.first_diff = cmd.addr + first
+            check.diff_bytes = int(diff.size)
+            check.expected, check.actual = int(cmd.golden[first]), int(data[first])
+        return check

@@ -2,7 +2,8 @@
 
 Status bits are set whatever the mask says (the mask only gates the interrupt wire).  A program's
 `intr_notify` arms a wait on one bit; when the bit is set the wait fires, clears exactly that bit
-(as the NVDLA testbench does) and its checks run.
+(as the NVDLA testbench does) and its checks run.  The v1 trace player's `wait` instead watches
+the interrupt line: high while any status bit is set that S_INTR_MASK does not mask.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ class Glb:
         self.unit = regs["GLB"]
         self._status_reg = self.unit.definition.regs["S_INTR_STATUS"]
         self._waits: dict[int, deque] = {}
+        self._line_waits: list[simpy.Event] = []
+        self._mask_reg = self.unit.definition.regs["S_INTR_MASK"]
         self.raised: list[tuple[float, str, int]] = []    # (cycle, source, group)
         status_off = self._status_reg.offset
         set_off = self.unit.definition.regs["S_INTR_SET"].offset
@@ -40,6 +43,7 @@ class Glb:
                 self._set_bits(value)
             else:
                 plain(reg, value)
+                self._wake_line()          # unmasking a set bit raises the line
         return write
 
     @property
@@ -49,6 +53,24 @@ class Glb:
     @status.setter
     def status(self, value: int) -> None:
         self.unit.set_word("S_INTR_STATUS", value)
+
+    @property
+    def line(self) -> bool:
+        """The interrupt wire to the host: a status bit the mask lets through."""
+        return bool(self.status & ~self.unit.read_word(self._mask_reg))
+
+    def wait_line(self) -> simpy.Event:
+        """An event that fires (with the cycle) when the interrupt line is or becomes high."""
+        event = self.env.event()
+        self._line_waits.append(event)
+        self._wake_line()
+        return event
+
+    def _wake_line(self) -> None:
+        if self._line_waits and self.line:
+            for event in self._line_waits:
+                event.succeed(self.env.now)
+            self._line_waits.clear()
 
     def raise_interrupt(self, source: str, group: int) -> None:
         self.raised.append((self.env.now, source, group))
@@ -60,6 +82,7 @@ class Glb:
             while waits and self.status >> bit & 1:
                 self.status &= ~(1 << bit)
                 waits.popleft().succeed(self.env.now)
+        self._wake_line()
 
     def arm(self, source: str, group: int) -> simpy.Event:
         """An event that fires (with the cycle) when <source><group> is or becomes set."""

@@ -1,0 +1,166 @@
+"""NVDLA v1 trace-player tests (nvdla/hw `nvdlav1` `verif/traces/traceplayer/<test>/`).
+
+A test folder holds `input.txn`, optional `plusargs.txt` and `.dat` images.  `input.txn` has one
+command per line, `#` starts a comment, numbers are hex (`0x` optional, as Perl's hex()):
+    load_mem ADDR SIZE FILE        place SIZE bytes of FILE at ADDR
+    write_reg CSB_ADDR VALUE       CSB word address: byte address = (CSB_ADDR & 0xffff) * 4
+    read_reg CSB_ADDR MASK VALUE   read until (reg & MASK) == (VALUE & MASK), at most N reads
+    wait                           hold until the interrupt line is high
+    dump_mem ADDR SIZE FILE        compare SIZE bytes at ADDR with FILE (the golden image)
+N is `+read_reg_poll_retries=N` of plusargs.txt (the UVM player's knob), else 10 (the Verilator
+driver's fixed number of tries).  Memory commands choose DBB or CVSRAM by address.
+
+A `.dat` image is text: header lines (`Data_size = ..`, `W=0x8`, `dumped memory,...`) and lines
+of exactly 32 bytes `0xAB 0xCD ...`; only lines starting with `0x` (or ` 0x`) carry bytes, read
+in order until SIZE bytes are in (verif/verilator/input_txn_to_verilator.pl).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import NvdlaSimError
+from ..program import (DumpMem, MemLoad, ReadReg, RegisterProgram, RegWrite, WaitInterrupt,
+                       Where)
+from ..regs import register_map
+
+DEFAULT_READ_ATTEMPTS = 10
+LINE_BYTES = 32
+_BYTE = re.compile(r"0x([0-9a-fA-F]{2})")
+_DATA_LINE = re.compile(r"^ ?0x")
+_ARGS = {"write_reg": 2, "read_reg": 3, "load_mem": 3, "dump_mem": 3, "wait": 0}
+
+
+def csb_byte_address(csb_addr: int) -> int:
+    """The CSB word address of a trace (top 16 bits are misc bits) as a register byte address."""
+    return (csb_addr & 0xFFFF) * 4
+
+
+def _hex(text: str, where: Where, what: str, bits: int = 32) -> int:
+    try:
+        value = int(text, 16)
+    except ValueError:
+        raise NvdlaSimError(f"{where}: {what} '{text}' is not a hex number") from None
+    if not 0 <= value < 1 << bits:
+        raise NvdlaSimError(f"{where}: {what} {text} does not fit {bits} bits")
+    return value
+
+
+def _register(regmap, csb_addr: int, where: Where, text: str) -> tuple[int, str]:
+    addr = csb_byte_address(csb_addr)
+    try:
+        unit, reg = regmap.decode_address(addr)
+    except KeyError:
+        unit, reg = None, None
+    if reg is None:
+        raise NvdlaSimError(f"{where}: {text} (byte address 0x{addr:x}) is no NVDLA v"
+                            f"{regmap.version} register")
+    return addr, f"{unit.name}.{reg.name}"
+
+
+def read_plusargs(folder: Path) -> dict[str, str]:
+    """`+name=value` / `+flag` options of plusargs.txt ({} when the file is absent)."""
+    path = folder / "plusargs.txt"
+    if not path.is_file():
+        return {}
+    out = {}
+    for token in path.read_text().split():
+        if not token.startswith("+"):
+            raise NvdlaSimError(f"{path}: option '{token}' does not start with '+'")
+        name, _, value = token[1:].partition("=")
+        out[name] = value
+    return out
+
+
+def load_txn_dat(path: Path, nbytes: int, where: Where) -> np.ndarray:
+    """The first `nbytes` bytes of a text .dat image (lines of 32 bytes after the headers)."""
+    if nbytes % LINE_BYTES:
+        raise NvdlaSimError(f"{where}: size 0x{nbytes:x} is not a whole number of "
+                            f"{LINE_BYTES}-byte lines (the trace player reads whole lines)")
+    try:
+        lines = path.read_text().splitlines()
+    except FileNotFoundError:
+        raise NvdlaSimError(f"{where}: memory image '{path.name}' not found") from None
+    except UnicodeDecodeError:
+        raise NvdlaSimError(f"{where}: memory image '{path.name}' is not text") from None
+    out = np.zeros(nbytes, np.uint8)
+    pos = 0
+    for number, line in enumerate(lines, 1):
+        if pos >= nbytes:
+            break
+        if not _DATA_LINE.match(line):
+            continue
+        tokens = line.split()
+        values = [_BYTE.fullmatch(t) for t in tokens]
+        if len(tokens) != LINE_BYTES or not all(values):
+            raise NvdlaSimError(f"{path}:{number}: expected {LINE_BYTES} bytes '0xHH', got "
+                                f"'{line.strip()[:60]}'")
+        out[pos:pos + LINE_BYTES] = [int(v.group(1), 16) for v in values]
+        pos += LINE_BYTES
+    if pos < nbytes:
+        raise NvdlaSimError(f"{where}: '{path.name}' holds {pos} bytes, the command needs "
+                            f"{nbytes}")
+    return out
+
+
+def parse_txn(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
+    """Parse a trace-player test folder (or its input.txn) into a RegisterProgram."""
+    path = Path(path)
+    txn = path / "input.txn" if path.is_dir() else path
+    folder = txn.parent
+    try:
+        lines = txn.read_text().splitlines()
+    except FileNotFoundError:
+        raise NvdlaSimError(f"{txn}: trace file not found") from None
+    except UnicodeDecodeError:
+        raise NvdlaSimError(f"{txn}: not a text trace file") from None
+    plusargs = read_plusargs(folder)
+    attempts = DEFAULT_READ_ATTEMPTS
+    if "read_reg_poll_retries" in plusargs:
+        text = plusargs["read_reg_poll_retries"]
+        if not text.isdigit() or int(text) < 1:
+            raise NvdlaSimError(f"{folder / 'plusargs.txt'}: read_reg_poll_retries must be a "
+                                f"positive number, got '{text}'")
+        attempts = int(text)
+    regmap = register_map(nvdla_version)
+    name = folder.name if txn.name == "input.txn" else txn.stem
+    program = RegisterProgram(name=name, source=txn)
+    commands = program.commands
+    for number, raw in enumerate(lines, 1):
+        tokens = raw.split("#", 1)[0].split()
+        if not tokens:
+            continue
+        where = Where(str(txn), number)
+        cmd, args = tokens[0], tokens[1:]
+        if cmd not in _ARGS:
+            raise NvdlaSimError(f"{where}: unknown command '{cmd}' (known: {', '.join(_ARGS)})")
+        if len(args) != _ARGS[cmd]:
+            raise NvdlaSimError(f"{where}: {cmd} takes {_ARGS[cmd]} arguments, got {len(args)}: "
+                                f"'{raw.split('#', 1)[0].strip()}'")
+        if cmd == "wait":
+            commands.append(WaitInterrupt(where))
+        elif cmd == "write_reg":
+            addr, reg = _register(regmap, _hex(args[0], where, "register address"), where, args[0])
+            commands.append(RegWrite(addr, _hex(args[1], where, "value"), reg, where))
+        elif cmd == "read_reg":
+            addr, reg = _register(regmap, _hex(args[0], where, "register address"), where, args[0])
+            commands.append(ReadReg(addr, _hex(args[1], where, "mask"),
+                                    _hex(args[2], where, "expected value"), attempts, reg, where))
+        else:
+            addr = _hex(args[0], where, "memory address")
+            size = _hex(args[1], where, "size")
+            if size == 0:
+                raise NvdlaSimError(f"{where}: {cmd} of 0 bytes")
+            image = load_txn_dat(folder / args[2], size, where)
+            if cmd == "load_mem":
+                commands.append(MemLoad(_mem(addr), addr, image, args[2], where))
+            else:
+                commands.append(DumpMem(_mem(addr), addr, size, image, args[2], where))
+    return program
+
+
+def _mem(addr: int) -> str:
+    """Memory commands pick the space by address (bit 31 set: DBB; CVSRAM windows below)."""
+    return "pri_mem" if addr & (1 << 31) else "sec_mem"
