@@ -7,9 +7,9 @@ import pytest
 
 from nvdla_sim.config import load_hardware
 from nvdla_sim.engine import Engine
-from nvdla_sim.errors import UnsupportedError
+from nvdla_sim.errors import NvdlaSimError, UnsupportedError
 from nvdla_sim.kernels.sdp import (ALGO_EQL, ALGO_MAX, ALGO_MIN, ALGO_SUM, LE_ENTRIES,
-                                   LO_ENTRIES, sdp_int8)
+                                   LO_ENTRIES, sdp_layer)
 from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram, RegWrite
 from nvdla_sim.regs import RegisterFile, register_map
 from nvdla_sim.units.lut_memory import LutMemory
@@ -31,7 +31,7 @@ TABLE = {"exponent": 0, "index_offset": 0, "index_select": 0, "start": 0, "end":
          "uflow_scale": 0, "uflow_shift": 0, "oflow_scale": 0, "oflow_shift": 0}
 BASE_CFG = {"x1": X_BYPASSED, "x2": X_BYPASSED, "y": Y_BYPASSED, "le": TABLE, "lo": TABLE,
             "priority": {"uflow_lo": 0, "oflow_lo": 0, "hybrid_lo": 0},
-            "c": {"offset": 0, "scale": 1, "shift": 0, "eql": 0}}
+            "c": {"offset": 0, "scale": 1, "shift": 0, "eql": 0, "out_bits": 8}}
 
 
 def config(**stages) -> dict:
@@ -54,7 +54,7 @@ def run(values, cfg, ops=None, le=None, lo=None):
     le_values = np.zeros(LE_ENTRIES, np.int64) if le is None else np.asarray(le, np.int64)
     lo_values = np.zeros(LO_ENTRIES, np.int64) if lo is None else np.asarray(lo, np.int64)
     out = np.full(x.shape, 99, np.int8)
-    counters = sdp_int8(x, *arrays, le_values, lo_values, cfg, out)
+    counters = sdp_layer(x, *arrays, le_values, lo_values, cfg, out)
     return out.reshape(-1).tolist(), counters
 
 
@@ -570,6 +570,7 @@ def test_rdma_both_operands_interleave_alu_then_mul(size, mode):
     for w in reg_writes({
             "SDP_RDMA.D_DATA_CUBE_WIDTH": {"WIDTH": width - 1},
             "SDP_RDMA.D_DATA_CUBE_CHANNEL": {"CHANNEL": lanes - 1},
+            "SDP_RDMA.D_FEATURE_MODE_CFG": {"IN_PRECISION": 0, "PROC_PRECISION": 0},
             "SDP_RDMA.D_BRDMA_CFG": {"BRDMA_DISABLE": 0, "BRDMA_DATA_USE": 2,
                                      "BRDMA_DATA_SIZE": size - 1, "BRDMA_DATA_MODE": mode,
                                      "BRDMA_RAM_TYPE": 1},
@@ -583,7 +584,7 @@ def test_rdma_both_operands_interleave_alu_then_mul(size, mode):
     assert nbytes == elements * 2 * size and ram_type == 1
 
 
-def test_int16_is_unsupported():
+def test_int16_is_refused_where_the_hardware_has_int8_only():
     rdma = {"D_FEATURE_MODE_CFG": {"IN_PRECISION": 1, "PROC_PRECISION": 1}}
-    with pytest.raises(UnsupportedError, match="INT8"):
+    with pytest.raises(NvdlaSimError, match="IN_PRECISION=INT16: nv_small supports INT8 only"):
         Engine(load_hardware("nv_small")).run(_program(1, 1, 8, {}, rdma))

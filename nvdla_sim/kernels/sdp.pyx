@@ -1,7 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""SDP datapath of one INT8 hardware layer: X1 (BS) -> X2 (BN) -> Y (EW, with LUT) -> C.
+"""SDP datapath of one hardware layer: X1 (BS) -> X2 (BN) -> Y (EW, with LUT) -> C.
 
-Every element of the (lanes, H, W) int32 input cube, padding lanes included, goes through
+INT8 and INT16 share the integer datapath below (32-bit internal); only the C converter's output
+width differs (8 or 16 bits).  Every element of the (lanes, H, W) int32 input cube, padding lanes
+included, goes through
 (NVDLA reference map 5.6, 5.7; widths from the C model's HLS types):
 
 X1 / X2 (skipped when BYPASS):
@@ -18,10 +20,10 @@ Y (skipped when BYPASS), MUL before ALU:
   LUT   LE (65 entries, exponent or linear index) and LO (257, linear) lookups, one result chosen
         by the underflow / overflow / hybrid priorities; a hit interpolates two entries with a
         35-bit fraction, a miss extrapolates from the end entry with the slope registers
-C:      sat8(sat17(round((v - CVT_OFFSET32) * CVT_SCALE16 / 2^CVT_SHIFT)))
+C:      sat8/16(sat17(round((v - CVT_OFFSET32) * CVT_SCALE16 / 2^CVT_SHIFT)))
 All rounding is half away from zero (fixedpoint.pxd).
 """
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint64_t
 from .fixedpoint cimport saturate, shift_left_sat, shift_right_round, signed_shift_round, wrap
 
 cdef enum:
@@ -31,7 +33,6 @@ cdef enum:
     ALU_EQL = 3
     DATA_BITS = 32               # X/Y datapath width
     C_TRUNCATED_BITS = 17        # C converter: rounded result saturates to 17 bits first
-    OUT_BITS = 8
     EQL_OUT_BITS = 16            # EQL mode: the C stage passes its input on as 16 bits
     FRACTION_BITS = 35           # LUT interpolation fraction (Q0.35)
     INDEX_LIMIT = 511            # linear LUT indices saturate to 9 bits
@@ -106,6 +107,12 @@ cdef struct CStage:
     int64_t scale
     int shift                    # 0..63
     bint eql                     # EW ALU in EQL mode: nothing is converted or written
+    int out_bits                 # 8 (INT8 output) or 16 (INT16 output)
+
+
+ctypedef fused out_t:            # output element: INT8, or 16 bits (INT16 / FP16 bit patterns)
+    int8_t
+    int16_t
 
 
 cdef struct LutStats:
@@ -299,18 +306,19 @@ cdef inline bint same_shape(const Py_ssize_t *a, const Py_ssize_t *b) noexcept:
     return a[0] == b[0] and a[1] == b[1] and a[2] == b[2]
 
 
-def sdp_int8(const int32_t[:, :, ::1] x,
+def sdp_layer(const int32_t[:, :, ::1] x,
              const int32_t[:, :, :] x1_alu, const int32_t[:, :, :] x1_mul,
              const int32_t[:, :, :] x2_alu, const int32_t[:, :, :] x2_mul,
              const int32_t[:, :, :] y_alu, const int32_t[:, :, :] y_mul,
              const int64_t[::1] le_values, const int64_t[::1] lo_values,
-             dict cfg, signed char[:, :, ::1] out):
+             dict cfg, out_t[:, :, ::1] out):
     """Run the SDP datapath over the cube `x` (lanes, H, W) into `out` (same shape).
 
     The six operand arrays are indexed like `x` (broadcast views are fine); each holds what the
     stage uses for that operand (register value, or the int16 memory operand before the EW
     converter).  `cfg` has the keys x1, x2 (XStage), y (YStage), le, lo (LutTable), priority
-    (LutPriority) and c (CStage), each a dict of the struct's fields.
+    (LutPriority) and c (CStage), each a dict of the struct's fields.  `out` is int8 for an
+    INT8 output, int16 for INT16.
     Returns the counters: lut_uflow, lut_oflow, lut_hybrid, lut_le_hit, lut_lo_hit,
     out_saturation (17-bit saturations in C) and unequal (EQL mode: some result was not 0).
     """
@@ -329,9 +337,11 @@ def sdp_int8(const int32_t[:, :, ::1] x,
             and same_shape(x2_alu.shape, x.shape) and same_shape(x2_mul.shape, x.shape)
             and same_shape(y_alu.shape, x.shape) and same_shape(y_mul.shape, x.shape)
             and same_shape(out.shape, x.shape)):
-        raise ValueError("sdp_int8: operand or output shape differs from the input cube")
+        raise ValueError("sdp_layer: operand or output shape differs from the input cube")
     if le_values.shape[0] != LE_ENTRIES or lo_values.shape[0] != LO_ENTRIES:
-        raise ValueError("sdp_int8: the LUTs must have 65 (LE) and 257 (LO) entries")
+        raise ValueError("sdp_layer: the LUTs must have 65 (LE) and 257 (LO) entries")
+    if c.out_bits != <int>(8 * sizeof(out_t)):
+        raise ValueError(f"sdp_layer: {c.out_bits}-bit output into a {8 * sizeof(out_t)}-bit array")
     stats.uflow = stats.oflow = stats.hybrid = stats.le_hit = stats.lo_hit = 0
     with nogil:
         for ch in range(lanes):
@@ -357,7 +367,7 @@ def sdp_int8(const int32_t[:, :, ::1] x,
                             unequal = True
                         out[ch, h, w] = 0
                     else:
-                        out[ch, h, w] = <signed char>saturate(r, OUT_BITS)
+                        out[ch, h, w] = <out_t>saturate(r, c.out_bits)
     return {"lut_uflow": stats.uflow, "lut_oflow": stats.oflow, "lut_hybrid": stats.hybrid,
             "lut_le_hit": stats.le_hit, "lut_lo_hit": stats.lo_hit,
             "out_saturation": saturations, "unequal": unequal}

@@ -2,7 +2,8 @@
 
 Tokens: SDP_RDMA cuts the input cube (in read order) into streaming tokens of atoms; operands read
 per element from memory are booked on the same port beside each data token, operands per kernel
-once before the first.  The core serves atoms at ATOM / throughput cycles each (8 on nv_small) with
+once before the first.  The core serves atoms at (elements per atom) / throughput cycles each (8 on nv_small;
+an INT16 / FP16 atom holds half the elements of an INT8 one) with
 a fixed pipeline depth plus one stage depth per enabled X stage.  Its output goes to its own WDMA,
 or in SDP->PDP mode to the PDP core's input channel.  In flying mode the input comes from CACC.
 """
@@ -50,6 +51,7 @@ class SdpGeometry:
     stages: int                      # enabled X stages present in this hardware
     ram_type: int
     writes: bool = True              # False in EW EQL mode: nothing is written
+    element_bytes: int = 1           # PROC_PRECISION: an atom holds atom_bytes / this elements
 
 
 def rdma(unit: "Unit", geom: SdpRdmaGeometry) -> Generator:
@@ -126,7 +128,8 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
     tm: TimingModel = unit.engine.timing
     env, p = tm.env, tm.params
     tracker = tm.tracker("SDP")
-    c = p.rates.sdp_cycles_per_atom
+    # The core's rate is in elements per cycle: an INT16 / FP16 atom holds half the elements.
+    c = p.rates.sdp_cycles_per_atom / geom.element_bytes
     depth = p.sdp.pipeline_cycles + p.sdp.stage_cycles * geom.stages
     inp = tm.stream(CH_CACC if geom.flying else CH_RDMA,
                     None if geom.flying else p.rates.latency_fifo_atoms,

@@ -1,10 +1,13 @@
 """SDP (single data point processor) and SDP_RDMA (its input and operand DMA).
 
 SDP takes an int32 cube either on the fly from CACC ("cacc->sdp", D_FEATURE_MODE_CFG.FLYING_MODE
-= ON) or from SDP_RDMA, which reads the int8 cube from memory.  SDP_RDMA also reads the BS / BN /
+= ON) or from SDP_RDMA, which reads the INT8 / INT16 cube from memory.  Precision is data: SDP's
+D_DATA_FORMAT (PROC_PRECISION, OUT_PRECISION) and SDP_RDMA's D_FEATURE_MODE_CFG (IN_PRECISION,
+PROC_PRECISION) decode to `DataType`s that size the surfaces (32 INT8 or 16 INT16 elements per
+32-byte atom), the operand layout (surfaces of PROC_PRECISION elements) and the output.  SDP_RDMA also reads the BS / BN /
 EW operand arrays its BRDMA / NRDMA / ERDMA are enabled for; it hands the input and the operands
 to SDP in one payload on "sdp_rdma->sdp".  SDP waits for SDP_RDMA only when it needs something
-from memory (its input, or an operand a stage takes from MEM).  The result goes to memory as int8
+from memory (its input, or an operand a stage takes from MEM).  The result goes to memory in OUT_PRECISION
 at the DST address, or to PDP on "sdp->pdp" (OUTPUT_DST = PDP; nothing is written); in EW EQL mode
 nothing is written either and D_STATUS.STATUS_UNEQUAL records whether some result was not 0.
 
@@ -19,7 +22,8 @@ from typing import Generator
 
 import numpy as np
 
-from ..kernels.sdp import ALGO_EQL, LE_ENTRIES, LO_ENTRIES, sdp_int8
+from ..datatype import INT8, DataType, from_code, require_supported
+from ..kernels.sdp import ALGO_EQL, LE_ENTRIES, LO_ENTRIES, sdp_layer
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
 from ..timing import sdp as sdp_timing
@@ -30,13 +34,11 @@ CHANNEL_RDMA = "sdp_rdma->sdp"
 CHANNEL_CACC = "cacc->sdp"
 CHANNEL_PDP = "sdp->pdp"
 
-PRECISION_INT8 = 0
 FLYING_ON = 1                  # SDP / SDP_RDMA FLYING_MODE: 1 = input from CACC
 OUTPUT_DST_PDP = 1
 SRC_MEM = 1
 DATA_USE_MUL, DATA_USE_ALU, DATA_USE_BOTH = 0, 1, 2
 DATA_MODE_PER_ELEMENT = 1
-PRECISIONS = {0: "INT8", 1: "INT16", 2: "FP16"}
 
 STAGES = ("BS", "BN", "EW")
 # The operand DMA of each stage (D_<DMA>_CFG); its address registers are D_<stage>_*
@@ -54,7 +56,7 @@ class StageOperands:
 
 @dataclass
 class RdmaPayload:
-    input: np.ndarray | None = None                    # int8 (lanes, H, W), or None when flying
+    input: np.ndarray | None = None      # IN_PRECISION (lanes, H, W), or None when flying
     operands: dict[str, StageOperands] = field(default_factory=dict)   # "BS" / "BN" / "EW"
 
 
@@ -137,8 +139,17 @@ def is_eql_mode(view: GroupView) -> bool:
             and view.field("D_DP_EW_CFG", "EW_ALU_ALGO") == ALGO_EQL)
 
 
+def data_format(view: GroupView) -> tuple[DataType, DataType]:
+    """(processing, output) element types of an SDP register group (D_DATA_FORMAT)."""
+    return (from_code(view.field("D_DATA_FORMAT", "PROC_PRECISION"),
+                      "SDP.D_DATA_FORMAT.PROC_PRECISION"),
+            from_code(view.field("D_DATA_FORMAT", "OUT_PRECISION"),
+                      "SDP.D_DATA_FORMAT.OUT_PRECISION"))
+
+
 def datapath_config(view: GroupView) -> dict:
     """The kernel configuration (kernels/sdp.pyx structs) of an SDP register group."""
+    _, out_type = data_format(view)
     return {
         "x1": _x_stage(view, "BS"),
         "x2": _x_stage(view, "BN"),
@@ -155,6 +166,7 @@ def datapath_config(view: GroupView) -> dict:
             "scale": view.sfield("D_CVT_SCALE", "CVT_SCALE"),
             "shift": view.field("D_CVT_SHIFT", "CVT_SHIFT"),
             "eql": is_eql_mode(view),
+            "out_bits": out_type.bits,
         },
     }
 
@@ -193,37 +205,44 @@ def operand_arrays(view: GroupView, shape: tuple[int, int, int],
 
 @dataclass
 class SdpResult:
-    output: np.ndarray               # int8 (lanes, H, W); zeros in EQL mode
+    output: np.ndarray               # OUT_PRECISION (lanes, H, W); zeros in EQL mode
     counters: dict[str, int]
 
 
 def sdp_compute(view: GroupView, x: np.ndarray, operands: dict[str, StageOperands] | None = None,
                 lut: LutMemory | None = None) -> SdpResult:
-    """Run the SDP datapath of register group `view` over the int32 (or int8) cube `x`
+    """Run the SDP datapath of register group `view` over the int32 (or int8 / int16) cube `x`
     (lanes, H, W) with the memory operands `operands` and the LUT tables `lut` (zeros if None).
     A compiler can use it as the reference of what the hardware computes for a layer."""
+    proc_type, out_type = data_format(view)
+    if proc_type != out_type:
+        raise ValueError(f"PROC_PRECISION {proc_type} with OUT_PRECISION {out_type} (output "
+                         "surfaces of another size) is not modelled")
     x = np.ascontiguousarray(x, np.int32)
     le = np.zeros(LE_ENTRIES, np.int64) if lut is None else np.ascontiguousarray(lut.le, np.int64)
     lo = np.zeros(LO_ENTRIES, np.int64) if lut is None else np.ascontiguousarray(lut.lo, np.int64)
     ops = operand_arrays(view, x.shape, operands or {})
-    out = np.empty(x.shape, np.int8)
-    counters = sdp_int8(x, *ops, le, lo, datapath_config(view), out)
+    out = np.empty(x.shape, out_type.numpy)
+    counters = sdp_layer(x, *ops, le, lo, datapath_config(view), out)
     return SdpResult(out, counters)
 
 
 # -- checks shared by SDP_RDMA and SDP ---------------------------------------------------------
-def check_modelled(unit: Unit, view: GroupView, precision_reg: str,
-                   precision_fields: tuple[str, ...]) -> None:
-    """Only the INT8 direct (non-Winograd, single-batch) datapath is modelled."""
+def precisions(unit: Unit, view: GroupView, precision_reg: str,
+               precision_fields: tuple[str, ...]) -> tuple[DataType, ...]:
+    """The element types of the precision fields, refused where the hardware has no such type;
+    only the direct (non-Winograd, single-batch) datapath is modelled."""
+    types = []
     for fld in precision_fields:
-        value = view.field(precision_reg, fld)
-        if value != PRECISION_INT8:
-            raise unit.unsupported(f"{fld}={value} ({PRECISIONS.get(value, 'reserved')}); "
-                                   "only INT8 is modelled")
+        where = f"{unit.block}.{precision_reg}.{fld}"
+        dtype = from_code(view.field(precision_reg, fld), where)
+        require_supported(dtype, unit.hw.data_types, unit.hw.name, where)
+        types.append(dtype)
     if view.field("D_FEATURE_MODE_CFG", "WINOGRAD"):
         raise unit.unsupported("Winograd output layout is not modelled")
     if view.field("D_FEATURE_MODE_CFG", "BATCH_NUMBER"):
         raise unit.unsupported("batch mode is not modelled")
+    return tuple(types)
 
 
 def cube_dims(view: GroupView) -> tuple[int, int, int]:
@@ -238,22 +257,31 @@ class SdpRdma(Unit):
     block = "SDP_RDMA"
 
     def execute(self, view: GroupView) -> Generator:
-        check_modelled(self, view, "D_FEATURE_MODE_CFG", ("IN_PRECISION", "PROC_PRECISION"))
+        in_type, proc_type = precisions(self, view, "D_FEATURE_MODE_CFG",
+                                        ("IN_PRECISION", "PROC_PRECISION"))
         atom = self.hw.memory_atomic_bytes
         width, height, channels = cube_dims(view)
         payload = RdmaPayload()
         transfers: list[tuple[int, int]] = []           # (bytes, ram_type)
         timing_operands = []
         flying = view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") == FLYING_ON
+        in_lanes = in_type.elements_per_atom(atom)
         if not flying:
+            if in_type != proc_type:
+                raise self.unsupported(f"IN_PRECISION {in_type} processed as {proc_type} "
+                                       "(the RDMA's precision conversion) is not modelled")
             ram_type = view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE")
             line_stride = view.word("D_SRC_LINE_STRIDE")
             surf_stride = view.word("D_SRC_SURFACE_STRIDE")
             if width == 1 and height == 1:
                 line_stride = surf_stride = atom        # a 1x1 cube is read as packed surfaces
-            payload.input = self.read_src_cube(view, ram_type, width, height, channels,
-                                               line_stride, surf_stride)
-            transfers.append((surfaces(channels, atom) * atom * height * width, ram_type))
+            if self.engine.compute_values:
+                payload.input = read_cube(
+                    self.engine.memory.space(ram_type),
+                    view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"), width, height,
+                    channels, line_stride, surf_stride, in_lanes,
+                    np.int8 if in_type.bytes == 1 else np.int16)    # FP16 as its bit patterns
+            transfers.append((surfaces(channels, in_lanes) * atom * height * width, ram_type))
         for stage in STAGES:
             dma = STAGE_DMA[stage]
             if view.field(f"D_{dma}_CFG", f"{dma}_DISABLE"):
@@ -271,12 +299,14 @@ class SdpRdma(Unit):
             self.engine.timing.announce(sdp_timing.CH_OPERANDS)
         yield from self.send(CHANNEL_RDMA, payload)
         yield from sdp_timing.rdma(self, sdp_timing.SdpRdmaGeometry(
-            atoms=surfaces(channels, atom) * height * width, flying=flying,
+            atoms=surfaces(channels, in_lanes) * height * width, flying=flying,
             ram_type=view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE"),
             operands=tuple(timing_operands)))
 
     def read_operands(self, view: GroupView, stage: str) -> tuple[StageOperands, int, int]:
-        """Read the operand array(s) of one stage; returns them, the bytes read, the RAM type."""
+        """Read the operand array(s) of one stage; returns them, the bytes read, the RAM type.
+        Operands come in surfaces of PROC_PRECISION elements (32 INT8 or 16 INT16 / FP16 per
+        atom) whatever their own size of 1 or 2 bytes; 1-byte values are sign-extended."""
         dma = STAGE_DMA[stage]
         cfg = f"D_{dma}_CFG"
         use = view.field(cfg, f"{dma}_DATA_USE")
@@ -287,9 +317,11 @@ class SdpRdma(Unit):
         components = 2 if use == DATA_USE_BOTH else 1
         element = {1: np.int8, 2: np.int16, 4: np.int32}[size * components]
         component = np.int8 if size == 1 else np.int16
-        atom = self.hw.memory_atomic_bytes
+        proc_type = from_code(view.field("D_FEATURE_MODE_CFG", "PROC_PRECISION"),
+                              "SDP_RDMA.D_FEATURE_MODE_CFG.PROC_PRECISION")
+        per_surface = proc_type.elements_per_atom(self.hw.memory_atomic_bytes)
         width, height, channels = cube_dims(view)
-        lanes = surfaces(channels, atom) * atom
+        lanes = surfaces(channels, per_surface) * per_surface
         per_element = view.field(cfg, f"{dma}_DATA_MODE") == DATA_MODE_PER_ELEMENT
         if not self.engine.compute_values:      # timing only: the size of what would be read
             n = lanes * components * (height * width if per_element else 1)
@@ -299,7 +331,7 @@ class SdpRdma(Unit):
         if per_element:
             cube = read_cube(space, base, width, height, channels,
                              view.word(f"D_{stage}_LINE_STRIDE"),
-                             view.word(f"D_{stage}_SURFACE_STRIDE"), atom, element)
+                             view.word(f"D_{stage}_SURFACE_STRIDE"), per_surface, element)
             # Both components of an element are adjacent: ALU first, then MUL.
             parts = np.ascontiguousarray(cube).view(component).reshape(lanes, height, width,
                                                                        components)
@@ -325,10 +357,15 @@ class Sdp(Unit):
         self.lut = LutMemory(definition).install(self.regs)
 
     def execute(self, view: GroupView) -> Generator:
-        check_modelled(self, view, "D_DATA_FORMAT", ("PROC_PRECISION", "OUT_PRECISION"))
+        proc_type, out_type = precisions(self, view, "D_DATA_FORMAT",
+                                         ("PROC_PRECISION", "OUT_PRECISION"))
+        if out_type.bytes != proc_type.bytes:
+            raise self.unsupported(f"PROC_PRECISION {proc_type} with OUT_PRECISION {out_type} "
+                                   "(output surfaces of another size) is not modelled")
         atom = self.hw.memory_atomic_bytes
+        lanes = proc_type.elements_per_atom(atom)
         width, height, channels = cube_dims(view)
-        shape = (surfaces(channels, atom) * atom, height, width)
+        shape = (surfaces(channels, lanes) * lanes, height, width)
         flying = view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") == FLYING_ON
         needed = memory_operands(view)
 
@@ -344,7 +381,10 @@ class Sdp(Unit):
         if values and (x is None or tuple(x.shape) != shape):
             got = "nothing" if x is None else f"a {x.shape} cube"
             raise self.unsupported(f"{source} delivered {got}; the SDP registers describe "
-                                   f"{shape[0]} lanes x {height} x {width}")
+                                   f"{shape[0]} lanes x {height} x {width} ({proc_type})")
+        if values and not flying and x.dtype.itemsize != proc_type.bytes:
+            raise self.unsupported(f"SDP_RDMA delivered {x.dtype} elements; SDP processes "
+                                   f"{proc_type}")
         result = None                                   # timing only: no values
         if values:
             try:
@@ -355,11 +395,11 @@ class Sdp(Unit):
         to_pdp = view.field("D_FEATURE_MODE_CFG", "OUTPUT_DST") == OUTPUT_DST_PDP
         ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
         timing = sdp_timing.SdpGeometry(
-            atoms=shape[0] // atom * height * width, flying=flying, to_pdp=to_pdp,
+            atoms=shape[0] // lanes * height * width, flying=flying, to_pdp=to_pdp,
             stages=sum(1 for stage in STAGES
                        if not view.field(f"D_DP_{stage}_CFG", f"{stage}_BYPASS")
                        and (stage != "EW" or self.hw.sdp.ew)),     # no EW hardware: skipped
-            ram_type=ram_type, writes=not is_eql_mode(view))
+            ram_type=ram_type, writes=not is_eql_mode(view), element_bytes=proc_type.bytes)
         if is_eql_mode(view):
             yield from sdp_timing.core(self, timing)
             return                                      # EQL mode only compares
@@ -375,7 +415,7 @@ class Sdp(Unit):
         if values:
             write_cube(self.engine.memory.space(ram_type),
                        view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), result.output,
-                       line_stride, surf_stride, atom)
+                       line_stride, surf_stride, lanes)
         yield from sdp_timing.core(self, timing)
 
     def record_counters(self, view: GroupView, counters: dict) -> None:
