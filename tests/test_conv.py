@@ -9,7 +9,7 @@ from nvdla_sim.config import load_hardware
 from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError, UnsupportedError
 from nvdla_sim.kernels.conv import (accumulator_output, benchmark_direct_conv, conv_lines,
-                                    convert_feature_int8, convert_pixels_int8)
+                                    convert_feature, convert_pixels)
 from nvdla_sim.memory import AddressSpace
 from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
 from nvdla_sim.units.cacc import assemble, deliver
@@ -163,7 +163,7 @@ def test_cacc_delivers_zero_lanes_for_missing_kernels():
 def cvt_feature(values, offset, scale, truncate):
     cube = np.array(values, np.int8).reshape(1, 1, -1)
     out = np.zeros_like(cube)
-    convert_feature_int8(cube, out, offset, scale, truncate)
+    convert_feature(cube, out, offset, scale, truncate)
     return out.ravel().tolist()
 
 
@@ -177,11 +177,11 @@ def test_feature_cvt_offset_scale_round_saturate():
 def test_pixel_cvt_unsigned_signed_and_means():
     px = np.array([[[200, 10, 0, 255]]], np.uint8)
     out = np.zeros(px.shape, np.int8)
-    convert_pixels_int8(px, out, np.array([0, 20, -3, 200], np.int64), 1, 0, False)
+    convert_pixels(px, out, np.array([0, 20, -3, 200], np.int64), 1, 0, False)
     assert out.ravel().tolist() == [127, -10, 3, 55]
-    convert_pixels_int8(px, out, np.array([0, 20, -3, 200], np.int64), 1, 0, True)
+    convert_pixels(px, out, np.array([0, 20, -3, 200], np.int64), 1, 0, True)
     assert out.ravel().tolist() == [-56, -10, 3, -128]               # 255 is -1 when signed
-    convert_pixels_int8(px, out, np.array([190, 13, 0, 250], np.int64), 3, 1, False)
+    convert_pixels(px, out, np.array([190, 13, 0, 250], np.int64), 3, 1, False)
     assert out.ravel().tolist() == [15, -5, 0, 8]                     # 30/2, -9/2, 0, 15/2
 
 

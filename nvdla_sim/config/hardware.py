@@ -82,6 +82,11 @@ class HardwareConfig:
     def macs(self) -> int:
         return self.atomic_c * self.atomic_k
 
+    @property
+    def widest_element_bytes(self) -> int:
+        """2 when the configuration has INT16 or FP16 (nv_full), else 1."""
+        return 2 if {"int16", "fp16"} & {str(t).lower() for t in self.data_types} else 1
+
     def summary(self) -> str:
         return (f"{self.name}: {self.atomic_c}x{self.atomic_k} MACs, atom {self.memory_atomic_bytes} B, "
                 f"CBUF {self.cbuf.banks}x{self.cbuf.bank_bytes // 1024} KiB")
@@ -153,9 +158,10 @@ def _check(cfg: HardwareConfig, where: str) -> None:
     power_of_two("cbuf.banks", cfg.cbuf.banks)
     power_of_two("cbuf.bank_depth", cfg.cbuf.bank_depth)
     power_of_two("cbuf.bank_width_bytes", cfg.cbuf.bank_width_bytes)
-    if cfg.cbuf.bank_width_bytes != cfg.atomic_c:
-        raise NvdlaSimError(f"{where}cbuf.bank_width_bytes: must equal atomic_c ({cfg.atomic_c}): "
-                            "one CBUF entry holds one atomic_c-channel atom")
+    if cfg.cbuf.bank_width_bytes != cfg.atomic_c * cfg.widest_element_bytes:
+        raise NvdlaSimError(f"{where}cbuf.bank_width_bytes: must be atomic_c ({cfg.atomic_c}) x "
+                            f"{cfg.widest_element_bytes} bytes: one CBUF entry holds one "
+                            "atomic_c-channel atom of the widest data type")
     if cfg.cbuf.banks > 32:
         raise NvdlaSimError(f"{where}cbuf.banks: at most 32 (the D_BANK fields are 5 bits)")
     if cfg.memory_atomic_bytes > cfg.atomic_c:

@@ -1,9 +1,10 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 # cython: initializedcheck=False
-"""Convolution-pipeline arithmetic (INT8): CDMA input converters, the CMAC multiply-accumulate of a
-whole layer, and the CACC output stage.
+"""Convolution-pipeline arithmetic: CDMA input converters, the CMAC multiply-accumulate of a whole
+layer, and the CACC output stage.  One kernel per operation, specialised for INT8 and INT16 elements
+by the fused type `elem_t` (the arithmetic is the same shape; only widths differ).
 
-Convolution works on *lines*: rows of int8 elements the CSC has already padded (padding positions
+Convolution works on *lines*: rows of elements the CSC has already padded (padding positions
 hold the CSC pad value, channels beyond the kernel's are absent).  Output (k, oy, ox) sums, over
 kernel rows r and kernel columns s, the dot product of `kernel_c` elements starting at
 
@@ -14,26 +15,44 @@ with weights[k, r, s * kernel_c : (s + 1) * kernel_c].  Direct convolution uses 
 CDMA's pixel lines with a kernel one column wide whose channel count is the pre-extended
 S * C_pixel (x_step = stride_x * C_pixel).
 
-Exactness: each product is at most 2^14 in magnitude, so an int32 sum of up to 2^16 products is
-exact; dot products are cut into such chunks and added in int64.  A CACC sum (C <= 8192 channels,
-R, S <= 32) stays below 2^37, far from the 48-bit accumulator limit, so the hardware's saturating
-48-bit accumulation in its own order gives the same value as this exact int64 sum; the CACC stage
-below still applies the 48-bit saturation for form's sake.
+Exactness, INT8: each product is at most 2^14 in magnitude, so an int32 sum of up to 2^16 products
+is exact; dot products are cut into such chunks and added in int64.  A CACC sum (C <= 8192
+channels, R, S <= 32) stays below 2^37, far from the 48-bit accumulator limit, so the hardware's
+saturating 48-bit accumulation in its own order gives the same value as this exact int64 sum.
+
+INT16: a product reaches 2^30, a whole layer's sum 2^53, so the order matters.  As the hardware
+does, each atomic operation (one kernel position, `block_c` channels: the CSC's ATOMIC_C
+"super channel") is summed exactly (at most 2^36: the CMAC's 44-bit cell result) and the CACC adds
+those partial sums into its 48-bit accumulator saturating at every step, channel blocks outermost,
+then kernel rows, then kernel columns (the CSC's issue order).
 """
 from libc.stdint cimport int32_t, int64_t
 from .fixedpoint cimport saturate, shift_right_round
+
+ctypedef fused elem_t:
+    signed char
+    short
 
 cdef enum:
     DOT_CHUNK = 65536            # products per exact int32 partial sum (65536 * 2^14 = 2^30)
     ACCUMULATOR_BITS = 48        # CACC assembly accumulator
     DELIVERY_BITS = 32           # CACC -> SDP values
-    INT8_BITS = 8
 
 
-cdef inline int64_t dot_int8(const signed char* a, const signed char* b, Py_ssize_t n) noexcept nogil:
+cdef inline int element_bits(elem_t* unused) noexcept nogil:
+    if elem_t is short:
+        return 16
+    return 8
+
+
+cdef inline int64_t dot(const elem_t* a, const elem_t* b, Py_ssize_t n) noexcept nogil:
     cdef int64_t total = 0
     cdef int32_t part
     cdef Py_ssize_t i, start = 0, stop
+    if elem_t is short:
+        for i in range(n):
+            total += <int64_t>(<int32_t>a[i] * <int32_t>b[i])
+        return total
     while start < n:
         stop = start + DOT_CHUNK if n - start > DOT_CHUNK else n
         part = 0
@@ -44,16 +63,18 @@ cdef inline int64_t dot_int8(const signed char* a, const signed char* b, Py_ssiz
     return total
 
 
-def conv_lines(const signed char[:, ::1] lines, const signed char[:, :, ::1] weights,
+def conv_lines(const elem_t[:, ::1] lines, const elem_t[:, :, ::1] weights,
                int64_t[:, :, ::1] out, int kernel_w, int kernel_c, int x_step, int s_step,
-               int y_step, int r_step):
-    """Exact sums of one layer into `out` (K, OH, OW); `weights` is (K, R, kernel_w * kernel_c)."""
+               int y_step, int r_step, int block_c=0):
+    """Sums of one layer into `out` (K, OH, OW); `weights` is (K, R, kernel_w * kernel_c).
+    INT8: exact.  INT16: atomic operations of `block_c` channels (0: all) accumulated with 48-bit
+    saturation in the hardware's order (see the module notes)."""
     cdef Py_ssize_t n_k = weights.shape[0], n_r = weights.shape[1], span = weights.shape[2]
     cdef Py_ssize_t out_h = out.shape[1], out_w = out.shape[2]
-    cdef Py_ssize_t k, r, s, oy, ox, base
+    cdef Py_ssize_t k, r, s, oy, ox, base, c0, n
     cdef int64_t acc
-    cdef const signed char* row
-    cdef const signed char* w
+    cdef const elem_t* row
+    cdef const elem_t* w
     cdef bint contiguous = s_step == kernel_c
     if out.shape[0] != n_k:
         raise ValueError("conv_lines: output and weight kernel counts differ")
@@ -67,20 +88,34 @@ def conv_lines(const signed char[:, ::1] lines, const signed char[:, :, ::1] wei
     if (out_h - 1) * y_step + (n_r - 1) * r_step >= lines.shape[0] or \
             (out_w - 1) * x_step + (kernel_w - 1) * s_step + kernel_c > lines.shape[1]:
         raise ValueError("conv_lines: the lines do not cover every kernel position")
+    if block_c <= 0 or block_c > kernel_c:
+        block_c = kernel_c
     with nogil:
         for oy in range(out_h):
             for ox in range(out_w):
                 base = ox * x_step
                 for k in range(n_k):
                     acc = 0
-                    for r in range(n_r):
-                        row = &lines[oy * y_step + r * r_step, base]
-                        w = &weights[k, r, 0]
-                        if contiguous:
-                            acc += dot_int8(row, w, span)
-                        else:
-                            for s in range(kernel_w):
-                                acc += dot_int8(row + s * s_step, w + s * kernel_c, kernel_c)
+                    if elem_t is short:
+                        c0 = 0
+                        while c0 < kernel_c:
+                            n = block_c if kernel_c - c0 > block_c else kernel_c - c0
+                            for r in range(n_r):
+                                row = &lines[oy * y_step + r * r_step, base + c0]
+                                w = &weights[k, r, c0]
+                                for s in range(kernel_w):
+                                    acc = saturate(acc + dot(row + s * s_step, w + s * kernel_c, n),
+                                                   ACCUMULATOR_BITS)
+                            c0 += n
+                    else:
+                        for r in range(n_r):
+                            row = &lines[oy * y_step + r * r_step, base]
+                            w = &weights[k, r, 0]
+                            if contiguous:
+                                acc += dot(row, w, span)
+                            else:
+                                for s in range(kernel_w):
+                                    acc += dot(row + s * s_step, w + s * kernel_c, kernel_c)
                     out[k, oy, ox] = acc
 
 
@@ -105,32 +140,36 @@ def accumulator_output(const int64_t[:, :, ::1] acc, int32_t[:, :, ::1] out, int
     return saturated
 
 
-def convert_feature_int8(const signed char[:, :, ::1] cube, signed char[:, :, ::1] out,
-                         int64_t offset, int64_t scale, int truncate):
-    """CDMA feature-input converter: sat8(round((x - offset) * scale / 2^truncate))."""
+def convert_feature(const elem_t[:, :, ::1] cube, elem_t[:, :, ::1] out, int64_t offset,
+                    int64_t scale, int truncate):
+    """CDMA feature-input converter (INT8/INT16 in = out):
+    sat(round((x - offset) * scale / 2^truncate)) to the element width."""
     cdef Py_ssize_t c, y, x
+    cdef int bits = element_bits(<elem_t*>NULL)
     if out.shape[0] != cube.shape[0] or out.shape[1] != cube.shape[1] or \
             out.shape[2] != cube.shape[2]:
-        raise ValueError("convert_feature_int8: shapes differ")
+        raise ValueError("convert_feature: shapes differ")
     with nogil:
         for c in range(cube.shape[0]):
             for y in range(cube.shape[1]):
                 for x in range(cube.shape[2]):
-                    out[c, y, x] = <signed char>saturate(
-                        shift_right_round((cube[c, y, x] - offset) * scale, truncate), INT8_BITS)
+                    out[c, y, x] = <elem_t>saturate(
+                        shift_right_round((cube[c, y, x] - offset) * scale, truncate), bits)
 
 
-def convert_pixels_int8(const unsigned char[:, :, ::1] pixels, signed char[:, :, ::1] out,
-                        const int64_t[::1] means, int64_t scale, int truncate, bint signed_input):
-    """CDMA image-input converter on (H, W, elements) bytes already in R,G,B,A order:
-    sat8(round((p - mean[element]) * scale / 2^truncate)); p unsigned unless `signed_input`."""
+def convert_pixels(const unsigned char[:, :, ::1] pixels, elem_t[:, :, ::1] out,
+                   const int64_t[::1] means, int64_t scale, int truncate, bint signed_input):
+    """CDMA image-input converter on (H, W, elements) bytes already in R,G,B,A order, to INT8 or
+    INT16 (the type of `out`): sat(round((p - mean[element]) * scale / 2^truncate));
+    p unsigned unless `signed_input`."""
     cdef Py_ssize_t y, x, e
     cdef int64_t p
+    cdef int bits = element_bits(<elem_t*>NULL)
     if out.shape[0] != pixels.shape[0] or out.shape[1] != pixels.shape[1] or \
             out.shape[2] != pixels.shape[2]:
-        raise ValueError("convert_pixels_int8: shapes differ")
+        raise ValueError("convert_pixels: shapes differ")
     if means.shape[0] < pixels.shape[2]:
-        raise ValueError("convert_pixels_int8: one mean per element needed")
+        raise ValueError("convert_pixels: one mean per element needed")
     with nogil:
         for y in range(pixels.shape[0]):
             for x in range(pixels.shape[1]):
@@ -138,8 +177,8 @@ def convert_pixels_int8(const unsigned char[:, :, ::1] pixels, signed char[:, :,
                     p = pixels[y, x, e]
                     if signed_input and p >= 128:
                         p -= 256
-                    out[y, x, e] = <signed char>saturate(
-                        shift_right_round((p - means[e]) * scale, truncate), INT8_BITS)
+                    out[y, x, e] = <elem_t>saturate(
+                        shift_right_round((p - means[e]) * scale, truncate), bits)
 
 
 def benchmark_direct_conv(data, weights, int atomic_c, int atomic_k):

@@ -57,14 +57,16 @@ class CdmaGeometry:
 def cdma_geometry(hw: "HardwareConfig", data_bytes: int, data_entries: int, weight_bytes: int,
                   byte_per_kernel: int, kernels: int, data_banks: int, weight_banks: int,
                   data_ram_type: int = 1, weight_ram_type: int = 1, keep_data: bool = False,
-                  keep_weights: bool = False) -> CdmaGeometry:
-    """Kernel groups are BYTE_PER_KERNEL x ATOMIC_K bytes, the last one the remainder (the CDMA
-    reports weights to CSC a group at a time)."""
+                  keep_weights: bool = False, kernel_group: int = 0) -> CdmaGeometry:
+    """Kernel groups are BYTE_PER_KERNEL x `kernel_group` bytes (ATOMIC_K kernels in INT8, half
+    that in INT16/FP16), the last one the remainder (the CDMA reports weights to CSC a group at a
+    time).  16-bit layers move twice the bytes: BYTE_PER_KERNEL and the input size say so."""
     atom = hw.memory_atomic_bytes
-    n_groups = -(-kernels // hw.atomic_k)
+    group = kernel_group or hw.atomic_k
+    n_groups = -(-kernels // group)
     groups, left = [], weight_bytes
     for g in range(n_groups):
-        b = left if g == n_groups - 1 else min(left, byte_per_kernel * hw.atomic_k)
+        b = left if g == n_groups - 1 else min(left, byte_per_kernel * group)
         groups.append(-(-b // atom))
         left -= b
     return CdmaGeometry(-(-data_bytes // atom), data_entries, tuple(groups), data_banks,
@@ -96,18 +98,21 @@ class CscGeometry:
 
 
 def csc_geometry(hw: "HardwareConfig", image: bool, out_w: int, out_h: int, kernel_h: int,
-                 kernel_w: int, kernel_c: int, kernels: int) -> CscGeometry:
+                 kernel_w: int, kernel_c: int, kernels: int, kernel_group: int = 0) -> CscGeometry:
     """Stripes of 2*ATOMIC_K output atoms (image input: per output row); a package is one kernel
     position and one block of ATOMIC_C channels (image input folds the kernel width into the
-    channels, so only kernel rows count as positions)."""
+    channels, so only kernel rows count as positions).  Kernel groups hold `kernel_group` kernels
+    (ATOMIC_K; INT16/FP16: ATOMIC_K / 2, so a 16-bit layer issues twice the groups: half the MACs
+    per cycle)."""
     full, half = 2 * hw.atomic_k, hw.atomic_k
+    group = kernel_group or hw.atomic_k
     blocks = -(-kernel_c // hw.atomic_c)
     if image:
         row = [min(full, out_w - x) for x in range(0, out_w, full)]
         st, packages = row * out_h, kernel_h * blocks
     else:
         st, packages = stripes(out_w * out_h, full, half), kernel_h * kernel_w * blocks
-    groups = tuple(min(hw.atomic_k, kernels - g) for g in range(0, kernels, hw.atomic_k))
+    groups = tuple(min(group, kernels - g) for g in range(0, kernels, group))
     return CscGeometry(tuple(st), packages, groups)
 
 

@@ -1,10 +1,15 @@
-"""CACC: accumulates the CMAC partial sums and delivers int32 results to SDP.
+"""CACC: accumulates the CMAC partial sums and delivers 32-bit results to SDP.
 
-The two CMAC halves' sums are assembled per kernel into a 48-bit saturating accumulator, then
-each output is rounded half away from zero by CLIP_TRUNCATE bits and saturated to int32; the
-number of saturated outputs goes to D_OUT_SATURATION (kernels/conv.pyx accumulator_output).
-The result goes to SDP on "cacc->sdp" as an int32 (surfaces*atom, OUT_H, OUT_W) cube; lanes of
-kernels >= K are 0, as the hardware feeds them.
+INT8/INT16: the two CMAC halves' sums are assembled per kernel into a 48-bit saturating
+accumulator, then each output is rounded half away from zero by CLIP_TRUNCATE bits and saturated
+to int32; the number of saturated outputs goes to D_OUT_SATURATION (kernels/conv.pyx
+accumulator_output).
+
+Contract with SDP ("cacc->sdp", flying mode): one numpy cube per layer, shape
+(surfaces * atom, OUT_H, OUT_W) with atom = memory_atomic_bytes / element bytes of PROC_PRECISION
+(32 lanes INT8, 16 INT16/FP16 on nv_full) -- all lanes of every surface; lanes of kernels >= K are
+0, as the hardware feeds them.  INT8 and INT16 layers deliver int32 values; FP16 layers deliver
+FP32 bit patterns as uint32.  Timing-only runs deliver None.
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from ..layout import surfaces
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
-from .cdma import require_direct_int8, require_no_batch
+from .cdma import atom_elements, conv_precision, require_no_batch
 from .cmac import CHANNEL_CACC_A, CHANNEL_CACC_B, MacPartial
 
 CHANNEL_SDP = "cacc->sdp"
@@ -53,7 +58,7 @@ class Cacc(Unit):
     interrupt = "CACC"
 
     def execute(self, view: GroupView) -> Generator:
-        require_direct_int8(self, view, ("PROC_PRECISION",))
+        dtype = conv_precision(self, view)
         require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
         out_w = view.field("D_DATAOUT_SIZE_0", "DATAOUT_WIDTH") + 1
         out_h = view.field("D_DATAOUT_SIZE_0", "DATAOUT_HEIGHT") + 1
@@ -63,7 +68,7 @@ class Cacc(Unit):
         out = None                            # timing only: nothing to deliver but tokens
         if part_a is not None and part_b is not None:
             acc = assemble([part_a, part_b], kernels, out_h, out_w)
-            out, saturated = deliver(acc, self.hw.memory_atomic_bytes,
+            out, saturated = deliver(acc, atom_elements(self.hw, dtype),
                                      view.field("D_CLIP_CFG", "CLIP_TRUNCATE"))
             self.regs.set_word("D_OUT_SATURATION", saturated, view.group)
         self.engine.timing.announce(conv_timing.CH_SDP)

@@ -2,10 +2,11 @@
 
 Not a SimPy process: a store the CDMA fills and the CSC reads.  D_BANK splits the banks into data
 banks (first) and weight banks (after them); each bank holds `bank_depth` entries of
-`bank_width_bytes` (= ATOMIC_C bytes).  What is kept is what the CDMA wrote, in a form the CSC
-can use directly:
-  - feature input: the (surfaces*atom, H, W) int8 cube after the CDMA converter;
-  - image input: (H, (pad_left + W + pad_right) * C_pixel) int8 lines, converted and padded;
+`bank_width_bytes` (ATOMIC_C elements of the widest type the configuration has: 64 bytes on
+nv_large, 128 on nv_full).  What is kept is what the CDMA wrote, in a form the CSC can use directly,
+of the element type of the layer (`dtype`: int8, int16 or float16 arrays):
+  - feature input: the (surfaces*atom, H, W) cube after the CDMA converter;
+  - image input: (H, (pad_left + W + pad_right) * C_pixel) lines, converted and padded;
   - weights: the WEIGHT_BYTES raw bytes, in memory order.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..config import HardwareConfig
+from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
 
 FEATURE, PIXEL = "feature", "pixel"
@@ -32,6 +34,7 @@ class CbufData:
     array: np.ndarray            # feature cube (lanes, H, W) or pixel lines (H, elements)
     entries: int                 # CBUF entries the data occupies
     pixel_channels: int = 0      # elements per pixel (PIXEL only)
+    dtype: DataType = INT8       # element type in CBUF (PROC_PRECISION)
 
 
 class Cbuf:

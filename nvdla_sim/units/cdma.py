@@ -1,7 +1,14 @@
 """CDMA: fetches the input (feature cube or image) and the weights of a convolution into CBUF.
 
+The element type comes from D_MISC_CFG (`conv_precision`): IN_PRECISION is what memory holds,
+PROC_PRECISION what CBUF and the MACs hold.  Direct convolution never converts precision (the two
+must agree); image input converts integer pixels to any type, float pixels to FP16 only (NVDLA
+in-memory data formats, precision conversion).  A memory atom holds `memory_atomic_bytes / bytes`
+elements (32 INT8 or 16 INT16/FP16 channels on nv_full).
+
 Feature input is read as whole atoms (layout.read_cube) and, with CVT_EN, converted element by
-element; image input (DATAIN_FORMAT = PIXEL) is read line by line from DAIN_ADDR_0, its bytes
+element (INT8/INT16: sat(round((x - offset) * scale / 2^truncate)); FP16 passes unconverted, as
+the C model's converter does); image input (DATAIN_FORMAT = PIXEL) is read line by line from DAIN_ADDR_0, its bytes
 reordered so CBUF holds R,G,B,A (Y,U,V,A), converted with the per-element mean (MEAN_FORMAT) or
 CVT_OFFSET, and padded left and right with the low byte of ZERO_PADDING_VALUE (padding is never
 converted).  Weights are copied verbatim.  When data and weights are in CBUF the CDMA raises
@@ -17,7 +24,9 @@ from typing import Generator
 
 import numpy as np
 
-from ..kernels.conv import convert_feature_int8, convert_pixels_int8
+from ..datatype import FP16, INT8, DataType, from_code, require_supported
+from ..errors import NvdlaSimError
+from ..kernels.conv import convert_feature, convert_pixels
 from ..layout import read_cube, surfaces
 from ..regs import GroupView
 from ..timing import conv as conv_timing
@@ -26,12 +35,10 @@ from .cbuf import FEATURE, PIXEL, Cbuf, CbufData
 
 CHANNEL_CSC = "cdma->csc"
 
-PRECISION_INT8 = 0
 CONV_MODE_DIRECT = 0
 DATAIN_FEATURE, DATAIN_PIXEL = 0, 1
 WEIGHT_UNCOMPRESSED = 0
 PIXEL_PITCH_LINEAR = 0
-PRECISION_NAMES = {0: "INT8", 1: "INT16", 2: "FP16"}
 
 
 @dataclass(frozen=True)
@@ -64,16 +71,38 @@ class CbufLoad:
     weights: np.ndarray           # uint8, WEIGHT_BYTES
 
 
-def require_direct_int8(unit: Unit, view: GroupView, precision_fields: tuple[str, ...]) -> None:
-    """Shared by CDMA, CSC, CMAC and CACC: direct convolution in INT8 only."""
+def conv_precision(unit: Unit, view: GroupView) -> DataType:
+    """Shared by CDMA, CSC, CMAC and CACC: direct convolution (or image input) and the element
+    type the MACs work in (PROC_PRECISION).  CDMA and CSC also check IN_PRECISION against it:
+    feature input is never converted; image pixels are, except float ones to anything but FP16."""
     if view.field("D_MISC_CFG", "CONV_MODE") != CONV_MODE_DIRECT:
         raise unit.unsupported("CONV_MODE=WINOGRAD (Winograd convolution is not modelled)")
-    for name in precision_fields:
-        value = view.field("D_MISC_CFG", name)
-        if value != PRECISION_INT8:
-            raise unit.unsupported(
-                f"{name}={PRECISION_NAMES.get(value, value)}: only INT8 is modelled "
-                f"({unit.hw.name} data types: {', '.join(unit.hw.data_types)})")
+    where = f"{unit.block}.D_MISC_CFG"
+    proc = from_code(view.field("D_MISC_CFG", "PROC_PRECISION"), f"{where}.PROC_PRECISION")
+    require_supported(proc, unit.hw.data_types, unit.hw.name, f"{where}.PROC_PRECISION")
+    if unit.block not in ("CDMA", "CSC"):
+        return proc                                     # CMAC, CACC: no input side
+    inp = from_code(view.field("D_MISC_CFG", "IN_PRECISION"), f"{where}.IN_PRECISION")
+    require_supported(inp, unit.hw.data_types, unit.hw.name, f"{where}.IN_PRECISION")
+    image = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT") == DATAIN_PIXEL
+    if image and inp.is_float and not proc.is_float:
+        raise NvdlaSimError(f"{where}: IN_PRECISION={inp} with PROC_PRECISION={proc}: float images "
+                            "convert to FP16 only")
+    if not image and inp != proc:
+        raise NvdlaSimError(f"{where}: IN_PRECISION={inp} with PROC_PRECISION={proc}: direct "
+                            "convolution does not convert precision (they must be equal)")
+    return proc
+
+
+def kernels_per_group(hw, dtype: DataType) -> int:
+    """Kernels of one atomic operation: a MAC cell computes two INT8 kernels or one 16-bit one,
+    so INT16/FP16 kernel groups hold ATOMIC_K / 2 kernels (weight layout groups alike)."""
+    return hw.atomic_k // dtype.bytes
+
+
+def atom_elements(hw, dtype: DataType) -> int:
+    """Channels in one memory atom of this element type."""
+    return dtype.elements_per_atom(hw.memory_atomic_bytes)
 
 
 def require_no_batch(unit: Unit, batches: int) -> None:
@@ -89,6 +118,15 @@ def int8_low_byte(value: int) -> int:
     return v - 256 if v >= 128 else v
 
 
+def pad_element(value: int, dtype: DataType):
+    """A 16-bit ZERO_PADDING_VALUE as one element: INT8 its low byte, INT16 all 16 bits signed,
+    FP16 all 16 bits as a binary16 pattern."""
+    if dtype == INT8:
+        return np.int8(int8_low_byte(value))
+    bits = np.array([value & 0xFFFF], np.uint16)
+    return bits.view(dtype.numpy)[0]
+
+
 class Cdma(Unit):
     block = "CDMA"
     interrupt = None          # raises CDMA_DAT and CDMA_WT itself
@@ -100,7 +138,7 @@ class Cdma(Unit):
         self.regs.set_word("S_CBUF_FLUSH_STATUS", 1)
 
     def execute(self, view: GroupView) -> Generator:
-        require_direct_int8(self, view, ("IN_PRECISION", "PROC_PRECISION"))
+        dtype = conv_precision(self, view)
         if view.field("D_WEIGHT_FORMAT", "WEIGHT_FORMAT") != WEIGHT_UNCOMPRESSED:
             raise self.unsupported("WEIGHT_FORMAT=COMPRESSED (weight compression is not modelled)")
         require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
@@ -109,13 +147,13 @@ class Cdma(Unit):
         fmt = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT")
         if fmt not in (DATAIN_FEATURE, DATAIN_PIXEL):
             raise self.unsupported(f"DATAIN_FORMAT={fmt}")
-        key = (fmt, self.cbuf.split)
+        key = (fmt, self.cbuf.split, dtype)
         # -- data ------------------------------------------------------------------------------
         reuse = view.field("D_MISC_CFG", "DATA_REUSE") and self.cbuf.retained_key == key \
             and self.cbuf.data is not None
         read_bytes = 0
         if not reuse:
-            data, read_bytes = self.load_input(view, fmt)
+            data, read_bytes = self.load_input(view, fmt, dtype)
             self.cbuf.check_data_fits(data.entries, f"{data.kind} input")
             self.cbuf.store_data(data)
         self.cbuf.retained_key = key if view.field("D_MISC_CFG", "SKIP_DATA_RLS") else None
@@ -124,8 +162,8 @@ class Cdma(Unit):
         byte_per_kernel = view.field("D_WEIGHT_SIZE_0", "BYTE_PER_KERNEL") + 1
         weight_bytes = view.word("D_WEIGHT_BYTES")
         keep_all = bool(view.field("D_MISC_CFG", "SKIP_WEIGHT_RLS"))
-        self.cbuf.check_weights_fit(weight_bytes, min(kernels, self.hw.atomic_k) * byte_per_kernel,
-                                    keep_all)
+        group = kernels_per_group(self.hw, dtype)
+        self.cbuf.check_weights_fit(weight_bytes, min(kernels, group) * byte_per_kernel, keep_all)
         reuse_weights = view.field("D_MISC_CFG", "WEIGHT_REUSE") and self.cbuf.weights is not None \
             and self.cbuf.retained_weight_key == key
         if not reuse_weights and not self.engine.compute_values:
@@ -141,7 +179,7 @@ class Cdma(Unit):
         geom = conv_timing.cdma_geometry(
             self.hw, data_bytes=read_bytes, data_entries=self.cbuf.data.entries,
             weight_bytes=0 if reuse_weights else weight_bytes, byte_per_kernel=byte_per_kernel,
-            kernels=kernels, data_banks=self.cbuf.split.data_banks,
+            kernels=kernels, kernel_group=group, data_banks=self.cbuf.split.data_banks,
             weight_banks=self.cbuf.split.weight_banks,
             data_ram_type=view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE"),
             weight_ram_type=view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE"),
@@ -150,7 +188,7 @@ class Cdma(Unit):
         self.engine.glb.raise_interrupt("CDMA_DAT", view.group)
         self.engine.glb.raise_interrupt("CDMA_WT", view.group)
 
-    def load_input(self, view: GroupView, fmt: int) -> tuple[CbufData, int]:
+    def load_input(self, view: GroupView, fmt: int, dtype: DataType) -> tuple[CbufData, int]:
         """The input as CBUF holds it (entries; in values mode also its bytes, converted) and the
         bytes CDMA_DAT reads for it.  Timing-only runs get the same sizes and checks, no array."""
         width = view.field("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
@@ -160,39 +198,46 @@ class Cdma(Unit):
         atom = self.hw.memory_atomic_bytes
         values = self.engine.compute_values
         if fmt == DATAIN_FEATURE:
-            read_bytes = surfaces(channels, atom) * atom * height * width
-            cube = self.read_feature(view, width, height, channels) if values else None
-            return CbufData(FEATURE, cube, entries), read_bytes
-        layout = self.pixel_layout(view, channels)
+            read_bytes = surfaces(channels, atom_elements(self.hw, dtype)) * atom * height * width
+            cube = self.read_feature(view, width, height, channels, dtype) if values else None
+            return CbufData(FEATURE, cube, entries, dtype=dtype), read_bytes
+        layout = self.pixel_layout(view, channels, dtype)
         x_offset = view.field("D_PIXEL_OFFSET", "PIXEL_X_OFFSET")
         read_bytes = height * -(-((x_offset + width) * layout.bytes_per_pixel) // atom) * atom
-        lines = self.read_pixels(view, layout, width, height, x_offset) if values else None
-        return CbufData(PIXEL, lines, entries, channels), read_bytes
+        lines = self.read_pixels(view, layout, width, height, x_offset, dtype) if values else None
+        return CbufData(PIXEL, lines, entries, channels, dtype), read_bytes
 
     # -- feature input -------------------------------------------------------------------------
-    def read_feature(self, view: GroupView, width: int, height: int, channels: int) -> np.ndarray:
+    def read_feature(self, view: GroupView, width: int, height: int, channels: int,
+                     dtype: DataType) -> np.ndarray:
         cube = read_cube(self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")),
                          view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), width, height,
                          channels, view.word("D_LINE_STRIDE"), view.word("D_SURF_STRIDE"),
-                         self.hw.memory_atomic_bytes)
-        if view.field("D_CVT_CFG", "CVT_EN"):
+                         atom_elements(self.hw, dtype), dtype.numpy)
+        if view.field("D_CVT_CFG", "CVT_EN") and not dtype.is_float:
             cube = np.ascontiguousarray(cube)
             converted = np.empty_like(cube)
-            convert_feature_int8(cube, converted, view.sfield("D_CVT_OFFSET", "CVT_OFFSET"),
-                                 view.sfield("D_CVT_SCALE", "CVT_SCALE"),
-                                 view.field("D_CVT_CFG", "CVT_TRUNCATE"))
+            convert_feature(cube, converted, view.sfield("D_CVT_OFFSET", "CVT_OFFSET"),
+                            view.sfield("D_CVT_SCALE", "CVT_SCALE"),
+                            view.field("D_CVT_CFG", "CVT_TRUNCATE"))
             cube = converted
         return cube
 
     # -- image input ---------------------------------------------------------------------------
-    def pixel_layout(self, view: GroupView, channels: int) -> PixelLayout:
+    def pixel_layout(self, view: GroupView, channels: int, dtype: DataType) -> PixelLayout:
         """The image format the registers name, if it is one this model reads."""
+        if dtype != INT8:
+            raise self.unsupported(f"image input converted to {dtype} (only INT8 image "
+                                   "conversion is modelled)")
         code = view.field("D_DATAIN_FORMAT", "PIXEL_FORMAT")
         layout = PIXEL_LAYOUTS.get(code)
         if layout is None:
             names = ", ".join(p.name for p in PIXEL_LAYOUTS.values())
             raise self.unsupported(f"PIXEL_FORMAT={code}: only the 8-bit packed formats "
                                    f"({names}) are modelled")
+        if view.field("D_MISC_CFG", "IN_PRECISION") != INT8.code:
+            raise NvdlaSimError(f"CDMA.D_MISC_CFG.IN_PRECISION: PIXEL_FORMAT={layout.name} is "
+                                "8-bit, so it must be INT8")
         if view.field("D_DATAIN_FORMAT", "PIXEL_MAPPING") != PIXEL_PITCH_LINEAR:
             raise self.unsupported("PIXEL_MAPPING=RESERVED_LINEAR (only pitch-linear images)")
         elements = len(layout.byte_order)
@@ -202,7 +247,7 @@ class Cdma(Unit):
         return layout
 
     def read_pixels(self, view: GroupView, layout: PixelLayout, width: int, height: int,
-                    x_offset: int) -> np.ndarray:
+                    x_offset: int, dtype: DataType) -> np.ndarray:
         """CBUF image lines: the pixels read, converted, and padded left and right."""
         elements = len(layout.byte_order)
         pixel_bytes = read_pixel_lines(
@@ -218,7 +263,7 @@ class Cdma(Unit):
             else:
                 means = [view.sfield("D_CVT_OFFSET", "CVT_OFFSET")] * elements
             pixels = np.empty(pixel_bytes.shape, np.int8)
-            convert_pixels_int8(pixel_bytes, pixels, np.array(means, np.int64),
+            convert_pixels(pixel_bytes, pixels, np.array(means, np.int64),
                                 view.sfield("D_CVT_SCALE", "CVT_SCALE"),
                                 view.field("D_CVT_CFG", "CVT_TRUNCATE"),
                                 bool(view.field("D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE")))

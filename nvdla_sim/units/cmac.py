@@ -1,10 +1,11 @@
 """CMAC_A / CMAC_B: the two halves of the MAC array.
 
-Each holds ATOMIC_K/2 MAC cells; cell i of a kernel group computes kernel group*ATOMIC_K + i, so
-CMAC_A computes the kernels in cells [0, ATOMIC_K/2) of every group and CMAC_B the rest.  A cell
-multiplies ATOMIC_C int8 channels by int8 weights and sums them exactly (22 bits for ATOMIC_C 64),
-the CACC accumulates those partial sums; here one kernel call computes the whole layer's sums of a
-half (kernels/conv.pyx) and sends them to the CACC on "cmac_a->cacc" / "cmac_b->cacc".
+Each computes half the kernels of a kernel group (ATOMIC_K kernels in INT8, ATOMIC_K/2 in
+INT16/FP16: a cell computes two 8-bit kernels or one 16-bit one): CMAC_A the first half of every
+group, CMAC_B the rest.  An atomic operation multiplies ATOMIC_C channels by the weights and sums
+them exactly (INT8: 22 bits, INT16: 38 bits for ATOMIC_C 64), the CACC accumulates those partial
+sums; here one kernel call computes the whole layer's sums of a half (kernels/conv.pyx) and sends
+them to the CACC on "cmac_a->cacc" / "cmac_b->cacc".
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ..kernels.conv import conv_lines
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
-from .cdma import require_direct_int8
+from .cdma import conv_precision
 from .csc import CHANNEL_CMAC_A, CHANNEL_CMAC_B, ConvJob
 
 CHANNEL_CACC_A = "cmac_a->cacc"
@@ -32,10 +33,10 @@ class MacPartial:
     total_kernels: int
 
 
-def cell_kernels(kernels: int, atomic_k: int, half: int) -> np.ndarray:
-    """Indices of the kernels whose MAC cell lies in CMAC_A (half 0) or CMAC_B (half 1)."""
-    cell = np.arange(kernels) % atomic_k
-    in_b = cell >= atomic_k // 2
+def cell_kernels(kernels: int, kernel_group: int, half: int) -> np.ndarray:
+    """Indices of the kernels computed in CMAC_A (half 0) or CMAC_B (half 1)."""
+    cell = np.arange(kernels) % kernel_group
+    in_b = cell >= kernel_group // 2
     return np.flatnonzero(in_b if half else ~in_b)
 
 
@@ -43,7 +44,7 @@ def mac_layer(job: ConvJob, kernels: np.ndarray) -> np.ndarray:
     """Exact sums of `kernels` of the job's layer."""
     sums = np.empty((len(kernels), job.out_h, job.out_w), np.int64)
     conv_lines(job.lines, np.ascontiguousarray(job.weights[kernels]), sums, job.kernel_w,
-               job.kernel_c, job.x_step, job.s_step, job.y_step, job.r_step)
+               job.kernel_c, job.x_step, job.s_step, job.y_step, job.r_step, job.block_c)
     return sums
 
 
@@ -53,11 +54,11 @@ class _Cmac(Unit):
     channel_out = ""
 
     def execute(self, view: GroupView) -> Generator:
-        require_direct_int8(self, view, ("PROC_PRECISION",))
+        conv_precision(self, view)
         job: ConvJob | None = yield from self.receive(self.channel_in)
         partial = None                        # timing only: no sums
         if job is not None:
-            kernels = cell_kernels(job.kernels, self.hw.atomic_k, self.half)
+            kernels = cell_kernels(job.kernels, job.kernel_group or self.hw.atomic_k, self.half)
             partial = MacPartial(kernels, mac_layer(job, kernels), job.kernels)
         yield from self.send(self.channel_out, partial)
         # Timing: the array is busy while CSC issues its packages.

@@ -2,9 +2,12 @@
 
 It unpacks the weights from their CBUF order (kernel groups of ATOMIC_K, channel blocks of
 ATOMIC_C, kernel positions, kernels of the group, channels of the block) into (K, R, S*C), and
-turns the CBUF input into padded *lines* (see kernels/conv.pyx):
+turns the CBUF input into padded *lines* (see kernels/conv.pyx), of the layer's element type
+(PROC_PRECISION: INT8 weight groups of ATOMIC_K kernels, INT16/FP16 ones of ATOMIC_K / 2; channel
+blocks of ATOMIC_C elements of any type):
   - feature input: rows of W x C elements; a kernel position outside the cube reads the CSC
-    ZERO_PADDING_VALUE low byte (as int8) in every channel below C; channels >= C are not fed;
+    ZERO_PADDING_VALUE (INT8: its low byte; INT16/FP16: all 16 bits) in every channel below C;
+    channels >= C are not fed;
   - image input: the CDMA's pixel lines; the kernel is one column of the pre-extended
     S*C_pixel channels starting at element ox * stride_x * C_pixel of line oy * stride_y + r -
     PAD_TOP; lines above or below the image read the CSC pad value.
@@ -23,8 +26,9 @@ from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
 from .cbuf import FEATURE, PIXEL
-from .cdma import (CHANNEL_CSC, DATAIN_FEATURE, WEIGHT_UNCOMPRESSED, CbufLoad, int8_low_byte,
-                   require_direct_int8, require_no_batch)
+from ..datatype import INT8, DataType
+from .cdma import (CHANNEL_CSC, DATAIN_FEATURE, WEIGHT_UNCOMPRESSED, CbufLoad, conv_precision,
+                   kernels_per_group, pad_element, require_no_batch)
 
 CHANNEL_CMAC_A = "csc->cmac_a"
 CHANNEL_CMAC_B = "csc->cmac_b"
@@ -33,8 +37,8 @@ CHANNEL_CMAC_B = "csc->cmac_b"
 @dataclass(frozen=True)
 class ConvJob:
     """One layer as the CMACs compute it (arguments of kernels.conv.conv_lines)."""
-    lines: np.ndarray             # (rows, elements) int8, padding applied
-    weights: np.ndarray           # (K, R, kernel_w * kernel_c) int8
+    lines: np.ndarray             # (rows, elements) of the element type, padding applied
+    weights: np.ndarray           # (K, R, kernel_w * kernel_c) of the element type
     kernel_w: int
     kernel_c: int
     x_step: int                   # elements between output columns
@@ -43,6 +47,12 @@ class ConvJob:
     r_step: int                   # lines between kernel rows
     out_h: int
     out_w: int
+    block_c: int = 0              # channels of one atomic operation (ATOMIC_C; 0: all)
+    kernel_group: int = 0         # kernels of one atomic operation (0: ATOMIC_K)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.lines.dtype
 
     @property
     def kernels(self) -> int:
@@ -66,10 +76,10 @@ class ConvGeometry:
     dilation_y: int
     pad_left: int
     pad_top: int
-    pad_value: int                # int8
+    pad_value: object             # one element of the layer's type (numpy scalar)
 
 
-def decode_geometry(view: GroupView) -> ConvGeometry:
+def decode_geometry(view: GroupView, dtype: DataType = INT8) -> ConvGeometry:
     return ConvGeometry(
         in_w=view.field("D_DATAIN_SIZE_EXT_0", "DATAIN_WIDTH_EXT") + 1,
         in_h=view.field("D_DATAIN_SIZE_EXT_0", "DATAIN_HEIGHT_EXT") + 1,
@@ -86,14 +96,15 @@ def decode_geometry(view: GroupView) -> ConvGeometry:
         dilation_y=view.field("D_DILATION_EXT", "Y_DILATION_EXT") + 1,
         pad_left=view.field("D_ZERO_PADDING", "PAD_LEFT"),
         pad_top=view.field("D_ZERO_PADDING", "PAD_TOP"),
-        pad_value=int8_low_byte(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE")),
+        pad_value=pad_element(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE"), dtype),
     )
 
 
 # -- weights -----------------------------------------------------------------------------------
 def weight_offsets(kernels: int, rows: int, cols: int, channels: int, atomic_c: int,
                    atomic_k: int) -> np.ndarray:
-    """Byte offset of weight (k, r, s, c) in the CBUF/memory weight layout, shape (K, R, S, C).
+    """Element offset of weight (k, r, s, c) in the CBUF/memory weight layout, shape (K, R, S, C)
+    (`atomic_c` channels per block, `atomic_k` kernels per group, both in elements).
 
     Kernel groups of ATOMIC_K kernels (the last may be short); in a group, channel blocks of
     ATOMIC_C (the last may be short); in a block, kernel positions r then s; at a position, the
@@ -115,14 +126,16 @@ def weight_offsets(kernels: int, rows: int, cols: int, channels: int, atomic_c: 
 
 
 def unpack_weights(raw: np.ndarray, kernels: int, rows: int, cols: int, channels: int,
-                   atomic_c: int, atomic_k: int) -> np.ndarray:
-    """(K, R, S, C) int8 weights from the raw CBUF bytes."""
+                   atomic_c: int, atomic_k: int, dtype: DataType = INT8) -> np.ndarray:
+    """(K, R, S, C) weights of `dtype` (little-endian elements) from the raw CBUF bytes."""
     offsets = weight_offsets(kernels, rows, cols, channels, atomic_c, atomic_k)
-    need = kernels * rows * cols * channels
+    need = kernels * rows * cols * channels * dtype.bytes
     if need > raw.size:
-        raise NvdlaSimError(f"CSC: {kernels} kernels of {rows}x{cols}x{channels} need {need} "
-                            f"weight bytes but CDMA loaded {raw.size} (WEIGHT_BYTES)")
-    return raw[offsets].view(np.int8)
+        raise NvdlaSimError(f"CSC: {kernels} kernels of {rows}x{cols}x{channels} {dtype} need "
+                            f"{need} weight bytes but CDMA loaded {raw.size} (WEIGHT_BYTES)")
+    usable = raw.size - raw.size % dtype.bytes
+    elements = raw[:usable].view(np.dtype(dtype.numpy).newbyteorder("<"))
+    return elements[offsets].astype(dtype.numpy)
 
 
 # -- input lines -------------------------------------------------------------------------------
@@ -138,7 +151,7 @@ def feature_lines(cube: np.ndarray, g: ConvGeometry) -> np.ndarray:
     """Padded (rows, columns * C) lines covering every kernel position of the output."""
     rows = (g.out_h - 1) * g.stride_y + (g.kernel_h - 1) * g.dilation_y + 1
     cols = (g.out_w - 1) * g.stride_x + (g.kernel_w - 1) * g.dilation_x + 1
-    padded = np.full((rows, cols, g.in_c), g.pad_value, np.int8)
+    padded = np.full((rows, cols, g.in_c), g.pad_value, cube.dtype)
     dy, sy = _place(rows, g.pad_top, g.in_h)
     dx, sx = _place(cols, g.pad_left, g.in_w)
     padded[dy, dx, :] = np.transpose(cube[:g.in_c, sy, sx], (1, 2, 0))
@@ -151,7 +164,7 @@ def pixel_lines(lines: np.ndarray, g: ConvGeometry, pixel_channels: int) -> np.n
     rows = (g.out_h - 1) * g.stride_y + g.kernel_h
     elements = max(lines.shape[1],
                    (g.out_w - 1) * g.stride_x * pixel_channels + g.kernel_c)
-    padded = np.full((rows, elements), g.pad_value, np.int8)
+    padded = np.full((rows, elements), g.pad_value, lines.dtype)
     dy, sy = _place(rows, g.pad_top, lines.shape[0])
     padded[dy, :] = 0
     padded[dy, :lines.shape[1]] = lines[sy]
@@ -162,14 +175,14 @@ class Csc(Unit):
     block = "CSC"
 
     def execute(self, view: GroupView) -> Generator:
-        require_direct_int8(self, view, ("IN_PRECISION", "PROC_PRECISION"))
+        dtype = conv_precision(self, view)
         if view.field("D_WEIGHT_FORMAT", "WEIGHT_FORMAT") != WEIGHT_UNCOMPRESSED:
             raise self.unsupported("WEIGHT_FORMAT=COMPRESSED (weight compression is not modelled)")
         require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
         if view.field("D_POST_Y_EXTENSION", "Y_EXTENSION"):
             raise self.unsupported("POST_Y_EXTENSION (kernel rows packed into one atom) is not "
                                    "modelled")
-        g = decode_geometry(view)
+        g = decode_geometry(view, dtype)
         feature = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT") == DATAIN_FEATURE
         out_channels = view.field("D_DATAOUT_SIZE_1", "DATAOUT_CHANNEL") + 1
         if out_channels != g.kernels:
@@ -181,18 +194,22 @@ class Csc(Unit):
         if load.data.kind != expected:
             raise NvdlaSimError(f"CSC: DATAIN_FORMAT is {expected} but the CDMA loaded "
                                 f"{load.data.kind} input")
+        if load.data.dtype != dtype:
+            raise NvdlaSimError(f"CSC: D_MISC_CFG.PROC_PRECISION is {dtype} but the CDMA loaded "
+                                f"{load.data.dtype} data")
+        group = kernels_per_group(self.hw, dtype)
         if load.data.array is None:           # timing only
             job = None
         else:
-            job = self.feature_job(load, g) if feature else self.pixel_job(view, load, g)
+            job = self.feature_job(load, g, dtype) if feature else self.pixel_job(load, g, dtype)
         yield from self.send(CHANNEL_CMAC_A, job)
         yield from self.send(CHANNEL_CMAC_B, job)
         geom = conv_timing.csc_geometry(self.hw, not feature, g.out_w, g.out_h, g.kernel_h,
-                                        g.kernel_w, g.kernel_c, g.kernels)
+                                        g.kernel_w, g.kernel_c, g.kernels, kernel_group=group)
         layer = self.engine.timing.layer("conv", self.stats["layers"])
         yield from conv_timing.csc(self, geom, layer)
 
-    def feature_job(self, load: CbufLoad, g: ConvGeometry) -> ConvJob:
+    def feature_job(self, load: CbufLoad, g: ConvGeometry, dtype: DataType) -> ConvJob:
         cube = load.data.array
         if (cube.shape[0] < g.in_c or cube.shape[1] != g.in_h or cube.shape[2] != g.in_w):
             raise self.unsupported(
@@ -201,14 +218,15 @@ class Csc(Unit):
         if g.kernel_c != g.in_c:
             raise self.unsupported(f"WEIGHT_CHANNEL_EXT+1={g.kernel_c} differs from "
                                    f"DATAIN_CHANNEL_EXT+1={g.in_c}")
+        group = kernels_per_group(self.hw, dtype)
         w = unpack_weights(load.weights, g.kernels, g.kernel_h, g.kernel_w, g.kernel_c,
-                           self.hw.atomic_c, self.hw.atomic_k)
+                           self.hw.atomic_c, group, dtype)
         return ConvJob(feature_lines(cube, g), w.reshape(g.kernels, g.kernel_h, -1),
                        kernel_w=g.kernel_w, kernel_c=g.in_c, x_step=g.stride_x * g.in_c,
                        s_step=g.dilation_x * g.in_c, y_step=g.stride_y, r_step=g.dilation_y,
-                       out_h=g.out_h, out_w=g.out_w)
+                       out_h=g.out_h, out_w=g.out_w, block_c=self.hw.atomic_c, kernel_group=group)
 
-    def pixel_job(self, view: GroupView, load: CbufLoad, g: ConvGeometry) -> ConvJob:
+    def pixel_job(self, load: CbufLoad, g: ConvGeometry, dtype: DataType) -> ConvJob:
         if g.kernel_w != 1:
             raise NvdlaSimError(f"CSC: image input needs WEIGHT_WIDTH_EXT=0 (a pre-extended "
                                 f"kernel one column wide), got width {g.kernel_w}")
@@ -218,10 +236,11 @@ class Csc(Unit):
         if load.data.array.shape[0] != g.in_h:
             raise self.unsupported(f"DATAIN_HEIGHT_EXT+1={g.in_h} differs from the "
                                    f"{load.data.array.shape[0]} image lines in CBUF")
+        group = kernels_per_group(self.hw, dtype)
         w = unpack_weights(load.weights, g.kernels, g.kernel_h, 1, g.kernel_c,
-                           self.hw.atomic_c, self.hw.atomic_k)
+                           self.hw.atomic_c, group, dtype)
         return ConvJob(pixel_lines(load.data.array, g, g.in_c),
                        w.reshape(g.kernels, g.kernel_h, g.kernel_c),
                        kernel_w=1, kernel_c=g.kernel_c, x_step=g.stride_x * g.in_c,
                        s_step=g.kernel_c, y_step=g.stride_y, r_step=1,
-                       out_h=g.out_h, out_w=g.out_w)
+                       out_h=g.out_h, out_w=g.out_w, block_c=self.hw.atomic_c, kernel_group=group)

@@ -1,0 +1,354 @@
+"""Convolution pipeline in INT16 and FP16 (NVDLA v1 nv_full): whole layers through CDMA, CBUF, CSC,
+CMAC_A/B and CACC against independent numpy references written from the data-format rules
+(feature atoms, weight groups of 16 kernels and 64-channel blocks), the precision rules of
+D_MISC_CFG, and timing per precision."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from nvdla_sim.config import load_hardware
+from nvdla_sim.datatype import FP16, INT8, INT16, DataType
+from nvdla_sim.engine import Engine
+from nvdla_sim.errors import NvdlaSimError
+from nvdla_sim.kernels.conv import conv_lines
+from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
+
+from program_helpers import reg_writes
+
+SRC, WT = 0x8000_0000, 0x8100_0000
+ATOM_BYTES = 32                  # nv_full memory atom
+ENTRY_BYTES = 128                # nv_full CBUF entry
+BANK_ENTRIES = 256
+BLOCK_C = 64                     # channels per atomic operation (all precisions)
+CONV_UNITS = ("CACC", "CMAC_A", "CMAC_B", "CSC", "CDMA")
+
+
+@dataclass
+class Layer:
+    dtype: DataType
+    data: np.ndarray                     # (C, H, W) of dtype
+    weights: np.ndarray                  # (K, C, R, S) of dtype
+    stride: tuple = (1, 1)               # x, y
+    dilation: tuple = (1, 1)
+    pad: tuple = (0, 0)                  # left, top (right, bottom alike)
+    pad_bits: int = 0                    # ZERO_PADDING_VALUE, 16 bits
+    clip: int = 0
+    keep_weights: bool = True            # SKIP_WEIGHT_RLS: all weights resident
+    cvt: tuple | None = None             # (offset, scale, truncate) for CVT_EN
+    overrides: dict = field(default_factory=dict)
+
+    @property
+    def kernels(self) -> int:
+        return self.weights.shape[0]
+
+    def out_size(self) -> tuple[int, int]:
+        c, h, w = self.data.shape
+        _, _, r, s = self.weights.shape
+        ow = (w + 2 * self.pad[0] - ((s - 1) * self.dilation[0] + 1)) // self.stride[0] + 1
+        oh = (h + 2 * self.pad[1] - ((r - 1) * self.dilation[1] + 1)) // self.stride[1] + 1
+        return ow, oh
+
+
+# -- memory images, written from the in-memory data format rules ---------------------------------
+def pack_feature(data: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """Feature cube: 32-byte atoms of C' channels, lines of W atoms, surfaces of H lines."""
+    c, h, w = data.shape
+    per_atom = ATOM_BYTES // data.dtype.itemsize
+    n_surf = -(-c // per_atom)
+    line, surf = w * ATOM_BYTES, h * w * ATOM_BYTES
+    cube = np.zeros((n_surf * per_atom, h, w), data.dtype)
+    cube[:c] = data
+    # (S, C', H, W) -> (S, H, W, C'): C' fastest, then W, H, surfaces
+    img = cube.reshape(n_surf, per_atom, h, w).transpose(0, 2, 3, 1)
+    return np.ascontiguousarray(img).astype(data.dtype.newbyteorder("<")).view(np.uint8).ravel(), \
+        line, surf
+
+
+def pack_weights(weights: np.ndarray, group: int) -> np.ndarray:
+    """Direct-convolution weights: groups of `group` kernels; in a group 1x1xC' cubes of up to 64
+    channels scanned C' -> K -> S -> R -> C; groups back to back; 128-byte aligned end."""
+    k_total, c_total, r_total, s_total = weights.shape
+    out = []
+    for g0 in range(0, k_total, group):
+        for c0 in range(0, c_total, BLOCK_C):
+            for r in range(r_total):
+                for s in range(s_total):
+                    for k in range(g0, min(g0 + group, k_total)):
+                        out.append(weights[k, c0:c0 + BLOCK_C, r, s])
+    flat = np.concatenate(out).astype(weights.dtype.newbyteorder("<")).view(np.uint8)
+    return np.concatenate([flat, np.zeros(-flat.size % 128, np.uint8)])
+
+
+def entries_per_slice(channels: int, width: int, elem_bytes: int) -> int:
+    """CBUF entries of one input line (4 atoms per 128-byte entry; a last partial entry packs
+    2 or 4 lines' atoms), as the C model's CSC checks ENTRY_PER_SLICE."""
+    atoms = -(-channels * elem_bytes // ATOM_BYTES)
+    entries = atoms // 4 * width
+    entries += {3: width, 2: (width + 1) // 2, 1: (width + 3) // 4, 0: 0}[atoms % 4]
+    return entries
+
+
+# -- program -------------------------------------------------------------------------------------
+def layer_program(layer: Layer) -> RegisterProgram:
+    dt = layer.dtype
+    c, h, w = layer.data.shape
+    k, _, r, s = layer.weights.shape
+    ow, oh = layer.out_size()
+    group = 32 if dt == INT8 else 16
+    feature, line, surf = pack_feature(layer.data)
+    wts = pack_weights(layer.weights, group)
+    byte_per_kernel = c * r * s * dt.bytes
+    slice_entries = entries_per_slice(c, w, dt.bytes)
+    data_banks = -(-slice_entries * h // BANK_ENTRIES)
+    need = wts.size if layer.keep_weights else min(k, group) * byte_per_kernel
+    weight_banks = -(-need // (BANK_ENTRIES * ENTRY_BYTES))
+    misc = {"CONV_MODE": 0, "IN_PRECISION": dt.code, "PROC_PRECISION": dt.code,
+            "SKIP_WEIGHT_RLS": int(layer.keep_weights)}
+    bank = {"DATA_BANK": data_banks - 1, "WEIGHT_BANK": weight_banks - 1}
+    cdma = {"D_MISC_CFG": misc, "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 0},
+            "D_DATAIN_SIZE_0": {"DATAIN_WIDTH": w - 1, "DATAIN_HEIGHT": h - 1},
+            "D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": c - 1},
+            "D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
+            "D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
+            "D_LINE_STRIDE": {"LINE_STRIDE": line}, "D_SURF_STRIDE": {"SURF_STRIDE": surf},
+            "D_ENTRY_PER_SLICE": {"ENTRIES": slice_entries - 1},
+            "D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": byte_per_kernel - 1},
+            "D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": k - 1},
+            "D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
+            "D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT}, "D_WEIGHT_BYTES": {"WEIGHT_BYTES": wts.size},
+            "D_CONV_STRIDE": {"CONV_X_STRIDE": layer.stride[0] - 1,
+                              "CONV_Y_STRIDE": layer.stride[1] - 1},
+            "D_ZERO_PADDING": {"PAD_LEFT": layer.pad[0], "PAD_TOP": layer.pad[1],
+                               "PAD_RIGHT": layer.pad[0], "PAD_BOTTOM": layer.pad[1]},
+            "D_ZERO_PADDING_VALUE": {"PAD_VALUE": layer.pad_bits & 0xFFFF}, "D_BANK": bank}
+    if layer.cvt is not None:
+        offset, scale, truncate = layer.cvt
+        cdma.update({"D_CVT_CFG": {"CVT_EN": 1, "CVT_TRUNCATE": truncate},
+                     "D_CVT_OFFSET": {"CVT_OFFSET": offset & 0xFFFF},
+                     "D_CVT_SCALE": {"CVT_SCALE": scale & 0xFFFF}})
+    csc = {"D_MISC_CFG": misc, "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 0},
+           "D_DATAIN_SIZE_EXT_0": {"DATAIN_WIDTH_EXT": w - 1, "DATAIN_HEIGHT_EXT": h - 1},
+           "D_DATAIN_SIZE_EXT_1": {"DATAIN_CHANNEL_EXT": c - 1},
+           "D_WEIGHT_SIZE_EXT_0": {"WEIGHT_WIDTH_EXT": s - 1, "WEIGHT_HEIGHT_EXT": r - 1},
+           "D_WEIGHT_SIZE_EXT_1": {"WEIGHT_CHANNEL_EXT": c - 1, "WEIGHT_KERNEL": k - 1},
+           "D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": ow - 1, "DATAOUT_HEIGHT": oh - 1},
+           "D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1},
+           "D_CONV_STRIDE_EXT": {"CONV_X_STRIDE_EXT": layer.stride[0] - 1,
+                                 "CONV_Y_STRIDE_EXT": layer.stride[1] - 1},
+           "D_DILATION_EXT": {"X_DILATION_EXT": layer.dilation[0] - 1,
+                              "Y_DILATION_EXT": layer.dilation[1] - 1},
+           "D_ZERO_PADDING": {"PAD_LEFT": layer.pad[0], "PAD_TOP": layer.pad[1]},
+           "D_ZERO_PADDING_VALUE": {"PAD_VALUE": layer.pad_bits & 0xFFFF}, "D_BANK": bank}
+    proc = {"D_MISC_CFG": {"CONV_MODE": 0, "PROC_PRECISION": dt.code}}
+    cacc = {**proc, "D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": ow - 1, "DATAOUT_HEIGHT": oh - 1},
+            "D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1},
+            "D_CLIP_CFG": {"CLIP_TRUNCATE": layer.clip}}
+    regs = {f"{u}.S_POINTER": {"PRODUCER": 0} for u in CONV_UNITS}
+    for unit, fields in (("CDMA", cdma), ("CSC", csc), ("CMAC_A", proc), ("CMAC_B", proc),
+                         ("CACC", cacc)):
+        for reg, f in fields.items():
+            regs[f"{unit}.{reg}"] = f
+    for name, f in layer.overrides.items():
+        regs[name] = {**regs.get(name, {}), **f}
+    return RegisterProgram(f"conv_{dt}", [
+        MemLoad("pri_mem", SRC, feature), MemLoad("pri_mem", WT, wts),
+        IntrNotify("CACC", 0, "cacc"), IntrNotify("CDMA_DAT", 0, "dat"),
+        IntrNotify("CDMA_WT", 0, "wt"),
+        *reg_writes(regs, version=1),
+        *reg_writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS}, version=1)])
+
+
+def run_layer(layer: Layer, compute_values: bool = True) -> tuple[np.ndarray | None, Engine]:
+    engine = Engine(load_hardware("nv_full"), compute_values=compute_values)
+    result = engine.run(layer_program(layer))
+    items = engine.channel("cacc->sdp").items
+    assert len(items) == 1
+    return items[0], engine, result
+
+
+# -- integer reference ---------------------------------------------------------------------------
+def padded_input(layer: Layer, values: np.ndarray, pad_value) -> np.ndarray:
+    c, h, w = values.shape
+    pl, pt = layer.pad
+    big = np.full((c, h + 2 * pt + 64, w + 2 * pl + 64), pad_value, values.dtype)
+    big[:, pt:pt + h, pl:pl + w] = values
+    return big
+
+
+def int_reference(layer: Layer) -> np.ndarray:
+    """int64 convolution with the CSC pad value, then the CACC clip (round half away) and sat32."""
+    data = layer.data.astype(np.int64)
+    if layer.cvt is not None:
+        offset, scale, truncate = layer.cvt
+        data = round_shift((data - offset) * scale, truncate)
+        lo, hi = layer.dtype.integer_range()
+        data = np.clip(data, lo, hi)
+    pad = layer.pad_bits & 0xFFFF
+    pad = (pad & 0xFF) - ((pad & 0x80) << 1) if layer.dtype == INT8 else pad - ((pad & 0x8000) << 1)
+    x = padded_input(layer, data, pad)
+    w = layer.weights.astype(np.int64)
+    ow, oh = layer.out_size()
+    sx, sy = layer.stride
+    dx, dy = layer.dilation
+    acc = np.zeros((layer.kernels, oh, ow), np.int64)
+    for r in range(w.shape[2]):
+        for s in range(w.shape[3]):
+            patch = x[:, r * dy: r * dy + (oh - 1) * sy + 1: sy, s * dx: s * dx + (ow - 1) * sx + 1: sx]
+            acc += np.einsum("kc,chw->khw", w[:, :, r, s], patch)
+    return np.clip(round_shift(acc, layer.clip), -2 ** 31, 2 ** 31 - 1)
+
+
+def round_shift(v: np.ndarray, t: int) -> np.ndarray:
+    if t == 0:
+        return v
+    mag = (np.abs(v) + (1 << (t - 1))) >> t
+    return np.where(v < 0, -mag, mag)
+
+
+def random_layer(rng, dtype: DataType, c: int, h: int, w: int, k: int, r: int, s: int,
+                 **kw) -> Layer:
+    lo, hi = dtype.integer_range()
+    data = rng.integers(lo, hi + 1, (c, h, w)).astype(dtype.numpy)
+    weights = rng.integers(lo, hi + 1, (k, c, r, s)).astype(dtype.numpy)
+    return Layer(dtype, data, weights, **kw)
+
+
+def check_int_layer(layer: Layer) -> np.ndarray:
+    out, engine, _ = run_layer(layer)
+    ref = int_reference(layer)
+    per_atom = ATOM_BYTES // layer.dtype.bytes
+    assert out.dtype == np.int32
+    assert out.shape == (-(-layer.kernels // per_atom) * per_atom,) + ref.shape[1:]
+    np.testing.assert_array_equal(out[:layer.kernels], ref)
+    assert not out[layer.kernels:].any()
+    return out
+
+
+# -- INT16 ---------------------------------------------------------------------------------------
+INT16_CASES = {
+    "odd_channels_3x3": dict(c=37, h=6, w=7, k=5, r=3, s=3, clip=12),
+    "two_channel_blocks": dict(c=100, h=4, w=5, k=3, r=2, s=2, clip=14),
+    "stride_pad_value": dict(c=20, h=9, w=8, k=7, r=3, s=3, stride=(2, 2), pad=(1, 2),
+                             pad_bits=0xFF85, clip=10),            # pad -123 in all 16 bits
+    "dilation": dict(c=16, h=9, w=9, k=4, r=3, s=2, dilation=(2, 3), clip=8),
+    "three_kernel_groups": dict(c=24, h=5, w=5, k=40, r=1, s=3, clip=9),
+    "streamed_groups": dict(c=64, h=4, w=4, k=35, r=3, s=3, keep_weights=False, clip=16),
+    "no_clip_saturates": dict(c=65, h=3, w=3, k=2, r=3, s=3, clip=0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(INT16_CASES))
+def test_int16_layer_is_bit_exact(case):
+    kw = dict(INT16_CASES[case])
+    rng = np.random.default_rng(sorted(INT16_CASES).index(case) + 16)
+    dims = {key: kw.pop(key) for key in ("c", "h", "w", "k", "r", "s")}
+    check_int_layer(random_layer(rng, INT16, **dims, **kw))
+
+
+def test_int16_saturation_count():
+    rng = np.random.default_rng(5)
+    layer = random_layer(rng, INT16, c=65, h=3, w=3, k=2, r=3, s=3, clip=0)
+    out, engine, _ = run_layer(layer)
+    ref = int_reference(layer)
+    expected = int(np.count_nonzero((ref == 2 ** 31 - 1) | (ref == -2 ** 31)))
+    assert expected > 0
+    assert engine.regs["CACC"].view(0).word("D_OUT_SATURATION") == expected
+
+
+def test_int16_input_converter():
+    """CVT on INT16 feature input: sat16(round((x - offset) * scale / 2^truncate))."""
+    rng = np.random.default_rng(7)
+    layer = random_layer(rng, INT16, c=18, h=4, w=4, k=3, r=2, s=2, clip=10,
+                         cvt=(-1234, -3, 2))
+    check_int_layer(layer)
+
+
+def test_int8_layer_on_nv_full():
+    """nv_full INT8: groups of 32 kernels, 128-byte CBUF entries."""
+    rng = np.random.default_rng(8)
+    check_int_layer(random_layer(rng, INT8, c=70, h=5, w=6, k=33, r=3, s=3, pad=(1, 1),
+                                 pad_bits=0x1F7, clip=3))
+
+
+def test_int16_accumulator_saturates_in_issue_order():
+    """48-bit saturating accumulation of 64-channel partial sums, channel blocks in order: 2048
+    blocks of 64 products of 2^30 reach 2^47 (saturating at 2^47 - 1), then a block of -2^36."""
+    blocks = 2049
+    lines = np.full((1, blocks * BLOCK_C), -32768, np.int16)
+    weights = np.full((1, 1, blocks * BLOCK_C), -32768, np.int16)
+    weights[0, 0, -BLOCK_C:] = 32767
+    out = np.zeros((1, 1, 1), np.int64)
+    conv_lines(lines, weights, out, 1, blocks * BLOCK_C, 1, 1, 1, 1, BLOCK_C)
+    acc, top = 0, (1 << 47) - 1
+    for b in range(blocks):
+        partial = int(np.dot(lines[0, b * 64:(b + 1) * 64].astype(np.int64),
+                             weights[0, 0, b * 64:(b + 1) * 64].astype(np.int64)))
+        acc = max(-top - 1, min(top, acc + partial))
+    assert out[0, 0, 0] == acc
+    assert acc != int(np.dot(lines[0].astype(np.int64), weights[0, 0].astype(np.int64)))
+
+
+# -- precision rules ----------------------------------------------------------------------------
+def _misc_override(layer: Layer, unit: str, **fields) -> Layer:
+    layer.overrides[f"{unit}.D_MISC_CFG"] = fields
+    return layer
+
+
+def test_direct_conv_does_not_convert_precision():
+    layer = random_layer(np.random.default_rng(1), INT16, c=8, h=2, w=2, k=1, r=1, s=1)
+    _misc_override(layer, "CDMA", IN_PRECISION=INT8.code)
+    with pytest.raises(NvdlaSimError, match=r"CDMA.D_MISC_CFG: IN_PRECISION=INT8 with "
+                                            r"PROC_PRECISION=INT16"):
+        run_layer(layer)
+
+
+def test_reserved_precision_code_names_the_field():
+    layer = random_layer(np.random.default_rng(1), INT16, c=8, h=2, w=2, k=1, r=1, s=1)
+    _misc_override(layer, "CACC", PROC_PRECISION=3)
+    with pytest.raises(NvdlaSimError, match=r"CACC.D_MISC_CFG.PROC_PRECISION=3"):
+        run_layer(layer)
+
+
+def test_int16_on_an_int8_only_configuration_is_an_error():
+    from nvdla_sim.units.cdma import conv_precision
+
+    class View:
+        def field(self, reg, name):
+            return {"CONV_MODE": 0, "PROC_PRECISION": 1, "IN_PRECISION": 1}.get(name, 0)
+
+    class FakeUnit:
+        block = "CDMA"
+        hw = load_hardware("nv_large")
+
+    with pytest.raises(NvdlaSimError, match=r"PROC_PRECISION=INT16: nv_large supports INT8 only"):
+        conv_precision(FakeUnit(), View())
+
+
+# -- timing per precision ------------------------------------------------------------------------
+def _mac_busy(layer: Layer) -> tuple[float, float]:
+    _, _, result = run_layer(layer, compute_values=False)
+    return result.unit_stats["CMAC_A"]["busy_cycles"], result.cycles
+
+
+def test_int16_takes_twice_the_mac_cycles_of_int8():
+    """Same layer (64 channels, 64 kernels, 3x3 over 16x16): INT16 kernel groups hold 16 kernels
+    instead of 32, so the MACs work twice as long; timing-only runs need no values."""
+    rng = np.random.default_rng(3)
+    shape = dict(c=64, h=16, w=16, k=64, r=3, s=3)
+    mac8, total8 = _mac_busy(random_layer(rng, INT8, **shape))
+    mac16, total16 = _mac_busy(random_layer(rng, INT16, **shape))
+    assert mac16 == pytest.approx(2 * mac8, rel=0.02)
+    assert total16 > 1.5 * total8
+
+
+def test_int16_memory_moves_twice_the_bytes():
+    """Feature and weight fetches of an INT16 layer read twice the bytes of the INT8 one."""
+    rng = np.random.default_rng(4)
+    shape = dict(c=32, h=8, w=8, k=16, r=3, s=3)
+    r8 = run_layer(random_layer(rng, INT8, **shape), compute_values=False)[2]
+    r16 = run_layer(random_layer(rng, INT16, **shape), compute_values=False)[2]
+    for client in ("CDMA_DAT", "CDMA_WT"):
+        assert r16.memory_bytes["MCIF"][client]["read"] == 2 * r8.memory_bytes["MCIF"][client]["read"]
