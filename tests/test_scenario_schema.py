@@ -31,7 +31,8 @@ def run_cli(args, capsys) -> tuple[int, str, str]:
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
 def test_shipped_scenarios_are_valid(path):
     scn = load_scenario(path)
-    assert scn.precision == "int8"
+    # the precision is in the file name when it is not INT8
+    assert scn.precision == next((p for p in ("int16", "fp16") if p in path.stem), "int8")
     assert scn.hardware.name in path.stem
     assert scn.network.source == "layers" or scn.network.builtin in path.stem
 
@@ -127,7 +128,9 @@ BASE = {"hardware": "nv_small", "network": "lenet5"}
      "network.layers[0].input: unknown layer 'b'"),
     ({"network": {"input": [1, 8], "layers": [{"name": "r", "type": "relu"}]}},
      "network.input: must be [channels, height, width]"),
-    ({"precision": "fp16"}, "precision: fp16 is not modelled"),
+    ({"precision": "fp16"}, "precision: fp16 is not a data type of nv_small (it has int8; int16 and "
+                            "fp16 need nv_full)"),
+    ({"precision": "int4"}, "precision: must be one of int8, int16, fp16, got 'int4'"),
     ({"mode": "fast"}, "mode: must be one of values+timing, timing, timing-only, got 'fast'"),
     ({"clock_mhz": 0}, "clock_mhz: must be > 0, got 0"),
     ({"input": {"npy": "nope.npy"}}, "input.npy: file not found"),

@@ -33,6 +33,7 @@ from typing import Iterable
 import numpy as np
 
 from ..config import HardwareConfig
+from ..datatype import FP16, INT8, INT16, DataType
 from ..errors import NvdlaSimError
 from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
                        RegisterProgram, RegWrite, SyncWait)
@@ -58,6 +59,15 @@ class Converter:
 
 
 IDENTITY = Converter()
+
+
+def element_type(array, where: str) -> DataType:
+    """The element type an array of values holds (int8, int16 or float16)."""
+    kind = np.asarray(array).dtype
+    for dtype in (INT8, INT16, FP16):
+        if kind == dtype.numpy:
+            return dtype
+    raise NvdlaSimError(f"{where}: {kind} is not an element type (int8, int16, float16)")
 
 
 def fixed_multiplier(multiplier: float, scale_bits: int = 15,
@@ -222,7 +232,7 @@ class ProgramBuilder:
         self.commands.append(MemLoad(mem_name(address), address, image, source))
 
     def load_cube(self, placement: TensorPlacement, cube: np.ndarray, source: str = "") -> None:
-        """Load a (C, H, W) int8 cube into its placement (padding lanes and line gaps zero)."""
+        """Load a (C, H, W) cube into its placement (padding lanes and line gaps zero)."""
         if not self.images:
             return
         self.mem_load(placement.address, cube_image(placement, cube),
@@ -260,18 +270,21 @@ class ProgramBuilder:
 
 
 def cube_image(placement: TensorPlacement, cube: np.ndarray) -> np.ndarray:
-    """The bytes of the placement's footprint holding `cube` (C, H, W) int8 in the 5.1 layout."""
+    """The bytes of the placement's footprint holding `cube` (C, H, W) in the 5.1 layout, elements
+    of the placement's type (little-endian; FP16 as its IEEE binary16 bits)."""
     cube = np.asarray(cube)
     c, h, w = cube.shape
     if (c, h, w) != (placement.channels, placement.height, placement.width) \
             and not (c == placement.lanes and (h, w) == (placement.height, placement.width)):
         raise NvdlaSimError(f"{placement.name}: cube of shape {cube.shape} does not match the "
                             f"placement {placement.channels}x{placement.height}x{placement.width}")
-    lanes = np.zeros((placement.lanes, h, w), np.int8)
-    lanes[:c] = cube.astype(np.int8)
-    atom = placement.atom
+    element = np.dtype(placement.dtype.numpy).newbyteorder("<")
+    lanes = np.zeros((placement.lanes, h, w), element)
+    lanes[:c] = cube.astype(placement.dtype.numpy)
+    atom_ch, atom = placement.atom_channels, placement.atom
     image = np.zeros(placement.size_bytes, np.uint8)
-    data = lanes.reshape(placement.surfaces, atom, h, w).transpose(0, 2, 3, 1).view(np.uint8)
+    data = np.ascontiguousarray(lanes.reshape(placement.surfaces, atom_ch, h, w)
+                                .transpose(0, 2, 3, 1)).view(np.uint8)
     s = np.arange(placement.surfaces)[:, None, None] * placement.surf_stride
     y = np.arange(h)[None, :, None] * placement.line_stride
     x = np.arange(w)[None, None, :] * atom
@@ -281,12 +294,15 @@ def cube_image(placement: TensorPlacement, cube: np.ndarray) -> np.ndarray:
 
 
 def read_output(engine, placement: TensorPlacement) -> np.ndarray:
-    """The (C, H, W) int8 cube a placement holds in an engine's memory after a run."""
+    """The (C, H, W) cube (of the placement's element type) in an engine's memory after a run."""
     from ..layout import read_cube
+    dtype = placement.dtype.numpy
     cube = read_cube(engine.memory.space(placement.ram_type), placement.address, placement.width,
                      placement.height, placement.channels, placement.line_stride,
-                     placement.surf_stride, placement.atom)
-    return cube[:placement.channels]
+                     placement.surf_stride, placement.atom_channels,
+                     np.int16 if dtype is np.float16 else dtype)
+    cube = cube[:placement.channels]
+    return cube.view(np.float16) if dtype is np.float16 else cube
 
 
 def simulate_crcs(program: RegisterProgram, hw: HardwareConfig, memory: str = "rtl_testbench"):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
 from .emit import IDENTITY, Converter, ProgramBuilder, fixed_multiplier
 from .lut import Lut, lrn_lut, write_lut
@@ -29,6 +30,7 @@ class CdpLayer:
     sqsum_bypass: bool = False
     mul_bypass: bool = False
     name: str = "cdp"
+    dtype: DataType = INT8                # INPUT_DATA(_TYPE): the cube's element type
 
 
 def lrn_layer(local_size: int, alpha: float, beta: float, k: float, in_scale: float,
@@ -59,6 +61,10 @@ def emit_cdp(b: ProgramBuilder, layer: CdpLayer, src: TensorPlacement,
         raise NvdlaSimError(f"{layer.name}: LRN keeps the cube size; {src.name} is "
                             f"{src.channels}x{src.height}x{src.width}, {dst.name} "
                             f"{dst.channels}x{dst.height}x{dst.width}")
+    for p in (src, dst):
+        if p.dtype != layer.dtype:
+            raise NvdlaSimError(f"{layer.name}: {p.name} is {p.dtype}, the LRN {layer.dtype}")
+    precision = layer.dtype.name
     groups = b.begin_layer(layer.name, ["CDP_RDMA", "CDP"])
     b.reg("CDP_RDMA", "D_DATA_CUBE_WIDTH", WIDTH=src.width - 1)
     b.reg("CDP_RDMA", "D_DATA_CUBE_HEIGHT", HEIGHT=src.height - 1)
@@ -67,14 +73,14 @@ def emit_cdp(b: ProgramBuilder, layer: CdpLayer, src: TensorPlacement,
     b.word("CDP_RDMA", "D_SRC_LINE_STRIDE", src.line_stride)
     b.word("CDP_RDMA", "D_SRC_SURFACE_STRIDE", src.surf_stride)
     b.reg("CDP_RDMA", "D_SRC_DMA_CFG", SRC_RAM_TYPE=src.ram_type)
-    b.reg("CDP_RDMA", "D_DATA_FORMAT", INPUT_DATA="INT8")
+    b.reg("CDP_RDMA", "D_DATA_FORMAT", INPUT_DATA=precision)
     if layer.lut is not None:
         write_lut(b, "CDP", layer.lut)
     b.address("CDP", "D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH", dst.address)
     b.word("CDP", "D_DST_LINE_STRIDE", dst.line_stride)
     b.word("CDP", "D_DST_SURFACE_STRIDE", dst.surf_stride)
     b.reg("CDP", "D_DST_DMA_CFG", DST_RAM_TYPE=dst.ram_type)
-    b.reg("CDP", "D_DATA_FORMAT", INPUT_DATA_TYPE="INT8")
+    b.reg("CDP", "D_DATA_FORMAT", INPUT_DATA_TYPE=precision)
     b.reg("CDP", "D_LRN_CFG", NORMALZ_LEN=(layer.local_size - 1) // 2 - 1)
     b.reg("CDP", "D_DATIN_OFFSET", DATIN_OFFSET=layer.in_cvt.offset)
     b.reg("CDP", "D_DATIN_SCALE", DATIN_SCALE=layer.in_cvt.scale)

@@ -2,9 +2,10 @@
 NVDLA register writes, with the weight image, the CBUF bank split and the partial-height split.
 
 How the NVDLA software does it (nvdla/sw, facts re-derived here):
-- weights (reference map 5.1): kernels in groups of ATOMIC_K, inside a group channel blocks of
-  ATOMIC_C, inside a block kernel rows then columns, inside a position the group's kernels one
-  after another with their block's channels; WEIGHT_BYTES is rounded up to 128 bytes;
+- weights (reference map 5.1): kernels in groups of ATOMIC_K (INT16/FP16: ATOMIC_K / 2, a MAC
+  cell holds half as many 16-bit kernels), inside a group channel blocks of ATOMIC_C elements,
+  inside a block kernel rows then columns, inside a position the group's kernels one after
+  another with their block's channels; WEIGHT_BYTES (bytes, not elements) is rounded up to 128;
 - CBUF (umd ConvCoreNode): ENTRY_PER_SLICE = CBUF entries one input line takes (feature input:
   whole entries for every ATOMIC_C / atom atoms of channels, the last partial entry scaled by the
   share of the entry it fills, a 3/4-full entry counted whole); data banks = entries of all lines
@@ -30,8 +31,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..config import HardwareConfig
-from ..errors import NvdlaSimError
-from .emit import Converter, ProgramBuilder
+from ..datatype import INT8, DataType
+from ..errors import NvdlaSimError, UnsupportedError
+from .emit import Converter, ProgramBuilder, element_type
 from .emit_pdp import PdpLayer
 from .emit_sdp import SdpLayer, sdp_needs_rdma, write_sdp
 from .placement import Allocator, Buffer, TensorPlacement, align_up
@@ -43,13 +45,14 @@ CONV_UNITS = ("CDMA", "CSC", "CMAC_A", "CMAC_B", "CACC")
 
 @dataclass(frozen=True)
 class ConvLayer:
-    """A direct convolution of an INT8 cube with `weights` (K, C, R, S) int8; sizes (y, x),
-    pads (top, left, bottom, right).  `sdp` post-processes the int32 CACC output."""
+    """A direct convolution of a cube with `weights` (K, C, R, S) of the cube's element type
+    (int8, int16 or float16: the precision of the layer); sizes (y, x), pads (top, left, bottom,
+    right).  `sdp` post-processes the CACC output (int32, or fp32 for FP16)."""
     weights: np.ndarray = field(repr=False)
     stride: tuple[int, int] = (1, 1)
     pad: tuple[int, int, int, int] = (0, 0, 0, 0)
     dilation: tuple[int, int] = (1, 1)
-    pad_value: int = 0                      # int8 value of padded input elements
+    pad_value: int = 0                      # value of padded input elements (integer types only)
     clip_truncate: int = 0                  # CACC: acc >> truncate, rounded, saturated to int32
     in_cvt: Converter | None = None         # CDMA feature input converter (None: off)
     sdp: SdpLayer = field(default_factory=SdpLayer)
@@ -60,11 +63,24 @@ class ConvLayer:
     def kernels(self) -> int:
         return self.weights.shape[0]
 
+    @property
+    def dtype(self) -> DataType:
+        """The layer's precision: its weights' element type."""
+        return element_type(self.weights, f"{self.name}: weights")
+
+
+def kernel_group(hw: HardwareConfig, dtype: DataType) -> int:
+    """Kernels of one weight group: ATOMIC_K for INT8, half of it for 16-bit weights."""
+    return max(1, hw.atomic_k // dtype.bytes)
+
 
 # -- weights -----------------------------------------------------------------------------------
 def weight_image(weights: np.ndarray, atomic_c: int, atomic_k: int) -> np.ndarray:
-    """Weight bytes in CDMA/CSC order: [kernel group][channel block][r][s][kernel][channel]."""
-    w = np.asarray(weights, np.int8)
+    """Weight bytes in CDMA/CSC order: [kernel group][channel block][r][s][kernel][channel];
+    `atomic_k` kernels per group, `atomic_c` channels (elements) per block; elements of the
+    weights' type, little-endian."""
+    w = np.asarray(weights)
+    w = w.astype(np.dtype(w.dtype).newbyteorder("<"))
     k, c, r, s = w.shape
     out = []
     for k0 in range(0, k, atomic_k):
@@ -101,8 +117,8 @@ def image_placement(name: str, space: str, address: int, channels: int, height: 
 def pre_extend(weights: np.ndarray, c_pixel: int) -> np.ndarray:
     """(K, C, R, S) -> (K, S * c_pixel, R, 1): kernel column s, channel c at channel s*c_pixel + c."""
     k, c, r, s = weights.shape
-    ext = np.zeros((k, s, c_pixel, r), np.int8)
-    ext[:, :, :c, :] = np.asarray(weights, np.int8).transpose(0, 3, 1, 2)
+    ext = np.zeros((k, s, c_pixel, r), np.asarray(weights).dtype)
+    ext[:, :, :c, :] = np.asarray(weights).transpose(0, 3, 1, 2)
     return ext.reshape(k, s * c_pixel, r, 1)
 
 
@@ -112,10 +128,11 @@ def image_entry_per_slice(hw: HardwareConfig, padded_width: int, bytes_per_pixel
 
 
 # -- CBUF --------------------------------------------------------------------------------------
-def entry_per_slice(hw: HardwareConfig, channels: int, width: int) -> int:
-    """CBUF entries one input line of a feature cube occupies (umd calculateEPS, direct conv)."""
+def entry_per_slice(hw: HardwareConfig, channels: int, width: int, dtype: DataType = INT8) -> int:
+    """CBUF entries one input line of a feature cube occupies (umd calculateEPS, direct conv);
+    counted in bytes, so a 16-bit line takes twice the entries of an INT8 one."""
     atoms_per_entry = hw.cbuf.bank_width_bytes // hw.memory_atomic_bytes
-    c_atoms = -(-channels // hw.memory_atomic_bytes)
+    c_atoms = -(-channels * dtype.bytes // hw.memory_atomic_bytes)
     whole = (c_atoms // atoms_per_entry) * width
     last = c_atoms % atoms_per_entry
     part = width if last == 3 else -(-last * width // atoms_per_entry)
@@ -123,6 +140,7 @@ def entry_per_slice(hw: HardwareConfig, channels: int, width: int) -> int:
 
 
 def weight_banks(hw: HardwareConfig, kernels: int, bytes_per_kernel: int) -> int:
+    """Banks `kernels` kernels of `bytes_per_kernel` bytes each take."""
     entry = hw.cbuf.bank_width_bytes
     entries = align_up(kernels * bytes_per_kernel, entry) // entry
     return -(-entries // hw.cbuf.bank_depth)
@@ -196,14 +214,14 @@ def partial_heights(in_h: int, lines_per_part: int, dilated_r: int, stride: int,
 
 def plan_cbuf(hw: HardwareConfig, channels: int, in_h: int, in_w: int, kernels: int,
               bytes_per_kernel: int, dilated_r: int, stride_y: int, pad_top: int,
-              pad_bottom: int, eps: int | None = None) -> CbufPlan:
+              pad_bottom: int, eps: int | None = None, dtype: DataType = INT8) -> CbufPlan:
     """Bank split and partial-height split of one convolution (see the module doc); `eps`
-    overrides ENTRY_PER_SLICE (image input)."""
+    overrides ENTRY_PER_SLICE (image input); `bytes_per_kernel` in bytes of `dtype` elements."""
     banks, depth = hw.cbuf.banks, hw.cbuf.bank_depth
-    eps = eps or entry_per_slice(hw, channels, in_w)
+    eps = eps or entry_per_slice(hw, channels, in_w, dtype)
     data_needed = -(-eps * in_h // depth)
     wt_all = weight_banks(hw, kernels, bytes_per_kernel)
-    wt_group = weight_banks(hw, hw.atomic_k, bytes_per_kernel)
+    wt_group = weight_banks(hw, kernel_group(hw, dtype), bytes_per_kernel)
     out_h = _out_size(in_h, pad_top, pad_bottom, dilated_r, stride_y)
     whole = (PartialH(0, in_h - 1, pad_top, pad_bottom, 0, out_h),)
     for mode, wt in (("full", wt_all), ("ping-pong", 2 * wt_group), ("one-group", wt_group)):
@@ -239,6 +257,7 @@ class ConvGeometry:
     pad_right: int
     bytes_per_kernel: int
     weight_bytes: int
+    dtype: DataType = INT8
 
 
 def _check(layer: ConvLayer, src: TensorPlacement, dst: TensorPlacement) -> ConvGeometry:
@@ -257,9 +276,15 @@ def _check(layer: ConvLayer, src: TensorPlacement, dst: TensorPlacement) -> Conv
         return replace(geo, channels=s * c_pixel, s=1, bytes_per_kernel=bpk,
                        weight_bytes=align_up(k * bpk, WEIGHT_ALIGN_BYTES))
     w = np.asarray(layer.weights)
-    if w.ndim != 4 or w.dtype != np.int8:
-        raise NvdlaSimError(f"{layer.name}: weights must be an int8 (K, C, R, S) array, got "
-                            f"{w.dtype} {w.shape}")
+    if w.ndim != 4 or w.dtype not in (np.int8, np.int16, np.float16):
+        raise NvdlaSimError(f"{layer.name}: weights must be an int8, int16 or float16 (K, C, R, S) "
+                            f"array, got {w.dtype} {w.shape}")
+    dtype = layer.dtype
+    if dtype != src.dtype or dtype != dst.dtype:
+        raise NvdlaSimError(f"{layer.name}: {dtype} weights, input {src.name} {src.dtype}, output "
+                            f"{dst.name} {dst.dtype}: one precision through the convolution")
+    if dtype.is_float and layer.pad_value:
+        raise UnsupportedError(f"{layer.name}: a non-zero padding value in {dtype} is not modelled")
     k, c, r, s = w.shape
     sy, sx = layer.stride
     dy, dx = layer.dilation
@@ -275,7 +300,8 @@ def _check(layer: ConvLayer, src: TensorPlacement, dst: TensorPlacement) -> Conv
                                  ("dilation", (dy, dx), 1, MAX_DILATION),
                                  ("top/left padding", (pt, pl), 0, MAX_PAD_TL),
                                  ("bottom/right padding", (pb, pr), 0, MAX_PAD_BR),
-                                 ("padding value", (layer.pad_value,), -128, 127),
+                                 ("padding value", (layer.pad_value,),
+                                  *((0, 0) if dtype.is_float else dtype.integer_range())),
                                  ("CLIP_TRUNCATE", (layer.clip_truncate,), 0, 16)):
         for v in values:
             if not lo <= v <= hi:
@@ -285,9 +311,9 @@ def _check(layer: ConvLayer, src: TensorPlacement, dst: TensorPlacement) -> Conv
     if (out_h, out_w) != (dst.height, dst.width):
         raise NvdlaSimError(f"{layer.name}: the convolution gives {out_h}x{out_w}, output "
                             f"{dst.name} is {dst.height}x{dst.width}")
-    bpk = c * r * s
+    bpk = c * r * s * dtype.bytes
     return ConvGeometry(k, c, r, s, sy, sx, dy, dx, pl, pr, bpk,
-                        align_up(k * bpk, WEIGHT_ALIGN_BYTES))
+                        align_up(k * bpk, WEIGHT_ALIGN_BYTES), dtype)
 
 
 def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: CbufPlan,
@@ -297,7 +323,8 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     c_pixel = pixel_channels(src.channels) if layer.image else 0
     data_format = "PIXEL" if layer.image else "FEATURE"
     data_channels = c_pixel or src.channels
-    misc = dict(CONV_MODE="DIRECT", PROC_PRECISION="INT8")
+    precision = geo.dtype.name
+    misc = dict(CONV_MODE="DIRECT", PROC_PRECISION=precision)
     b.reg("CACC", "D_MISC_CFG", **misc)
     b.reg("CACC", "D_DATAOUT_SIZE_0", DATAOUT_WIDTH=dst.width - 1, DATAOUT_HEIGHT=dst.height - 1)
     b.reg("CACC", "D_DATAOUT_SIZE_1", DATAOUT_CHANNEL=dst.channels - 1)
@@ -315,7 +342,7 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     reuse = dict(DATA_REUSE="DISABLE", WEIGHT_REUSE="ENABLE" if weight_reuse else "DISABLE",
                  SKIP_DATA_RLS="DISABLE",
                  SKIP_WEIGHT_RLS="ENABLE" if skip_weight_release else "DISABLE")
-    b.reg("CSC", "D_MISC_CFG", IN_PRECISION="INT8", **misc, **reuse)
+    b.reg("CSC", "D_MISC_CFG", IN_PRECISION=precision, **misc, **reuse)
     b.reg("CSC", "D_DATAIN_FORMAT", DATAIN_FORMAT=data_format)
     b.reg("CSC", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=src.width - 1,
           DATAIN_HEIGHT_EXT=src.height - 1)
@@ -341,7 +368,7 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     b.reg("CSC", "D_BANK", DATA_BANK=plan.data_banks - 1, WEIGHT_BANK=plan.weight_banks - 1)
     b.reg("CSC", "D_PRA_CFG", PRA_TRUNCATE=0)
 
-    b.reg("CDMA", "D_MISC_CFG", IN_PRECISION="INT8", **misc, **reuse)
+    b.reg("CDMA", "D_MISC_CFG", IN_PRECISION=precision, **misc, **reuse)
     if layer.image:
         b.reg("CDMA", "D_DATAIN_FORMAT", DATAIN_FORMAT="PIXEL",
               PIXEL_FORMAT=PIXEL_FORMATS[c_pixel][0], PIXEL_MAPPING="PITCH_LINEAR",
@@ -406,9 +433,11 @@ def sdp_rows(sdp: SdpLayer, top: int, height: int) -> SdpLayer:
 
 
 def place_weights(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer) -> Buffer:
+    dtype = layer.dtype
     if not b.images:                    # timing only: the buffer, not its bytes
-        return alloc.weights(f"{layer.name}_weights", int(np.prod(np.shape(layer.weights))))
-    image = weight_image(layer.weights, b.hw.atomic_c, b.hw.atomic_k)
+        return alloc.weights(f"{layer.name}_weights",
+                             int(np.prod(np.shape(layer.weights))) * dtype.bytes)
+    image = weight_image(layer.weights, b.hw.atomic_c, kernel_group(b.hw, dtype))
     buf = alloc.weights(f"{layer.name}_weights", image.size)
     padded = np.zeros(buf.size_bytes, np.uint8)
     padded[:image.size] = image
@@ -419,15 +448,19 @@ def place_weights(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer) -> Buff
 def conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement) -> CbufPlan:
     """The CBUF plan `emit_conv` uses for `layer` reading `src`."""
     k, c, r, s = np.shape(layer.weights)
+    dtype = layer.dtype
     dilated_r = (r - 1) * layer.dilation[0] + 1
     if layer.image:
+        if dtype != INT8:
+            raise UnsupportedError(f"{layer.name}: {dtype} image input is not modelled by the "
+                                   "compiler (INT8 pixel formats only)")
         c_pixel = pixel_channels(src.channels)
         bpp = PIXEL_FORMATS[c_pixel][1]
         eps = image_entry_per_slice(hw, layer.pad[1] + src.width + layer.pad[3], bpp)
         return plan_cbuf(hw, c_pixel, src.height, src.width, k, r * s * c_pixel, dilated_r,
                          layer.stride[0], layer.pad[0], layer.pad[2], eps=eps)
-    return plan_cbuf(hw, c, src.height, src.width, k, c * r * s, dilated_r, layer.stride[0],
-                     layer.pad[0], layer.pad[2])
+    return plan_cbuf(hw, c, src.height, src.width, k, c * r * s * dtype.bytes, dilated_r,
+                     layer.stride[0], layer.pad[0], layer.pad[2], dtype=dtype)
 
 
 def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: TensorPlacement,

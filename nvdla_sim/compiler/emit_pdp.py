@@ -10,12 +10,19 @@ bottom/right padding and the split-width strips, kmd firmware/pdp.c writes the r
 - RECIP_KERNEL_WIDTH/HEIGHT are 2^16 / kernel size (Q16, truncated) and the seven
   PAD_VALUE_nX registers hold n times the padding value (the average sums them for windows that
   cross n padded columns or rows).
+Precision (`PdpLayer.dtype`, D_DATA_FORMAT): INT16 as INT8 with 16-bit values; FP16 averages
+multiply the FP17 window sum by RECIP_KERNEL_WIDTH and _HEIGHT read as FP17 values (C model
+pdp_hls_wrapper: 1 sign, 6 exponent bits biased by 31, 10 mantissa bits), so the reciprocals are
+written as FP17 bit patterns of 1 / kernel, and the padding values as FP16 bits.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..config import HardwareConfig
+from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
 from .emit import ProgramBuilder
 from .placement import TensorPlacement
@@ -41,6 +48,7 @@ class PdpLayer:
     pad: tuple[int, int, int, int] = (0, 0, 0, 0)
     pad_value: int = 0
     name: str = "pdp"
+    dtype: DataType = INT8                 # INPUT_DATA: the cube's element type
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,7 @@ class PdpPlan:
     pad_values: tuple[int, ...]
     recip_w: int
     recip_h: int
+    dtype: DataType = INT8
 
 
 def output_size(in_size: int, kernel: int, stride: int, pad_before: int, pad_after: int,
@@ -84,14 +93,43 @@ def output_size(in_size: int, kernel: int, stride: int, pad_before: int, pad_aft
     return (-(-span // stride) if ceil_mode else span // stride) + 1
 
 
-def max_flying_width(hw: HardwareConfig, kernel_h: int, stride_h: int) -> int:
-    """Widest output row the PDP line buffer holds (INT8)."""
+def max_flying_width(hw: HardwareConfig, kernel_h: int, stride_h: int,
+                     dtype: DataType = INT8) -> int:
+    """Widest output row the PDP line buffer holds; a 16-bit element takes twice the bits of an
+    INT8 one (the buffer holds half as many)."""
     overlap = RTL_OVERLAP_LINES[-(-kernel_h // stride_h)]
-    return PDP_BUFFER_BITS // (overlap * hw.atomic_k * INT8_BITS_PER_ELEMENT)
+    return PDP_BUFFER_BITS // (overlap * hw.atomic_k * INT8_BITS_PER_ELEMENT * dtype.bytes)
 
 
 def recip_q16(kernel: int) -> int:
     return (1 << 16) // kernel
+
+
+FP17_EXPONENT_BIAS, FP17_MANTISSA_BITS = 31, 10
+
+
+def fp17_bits(value: float) -> int:
+    """The FP17 bit pattern of a positive normal value, mantissa rounded to nearest even (the
+    PDP reciprocals 1/1 .. 1/8 are all normal)."""
+    mantissa, exponent = np.frexp(np.float64(value))          # value = m * 2^e, 0.5 <= m < 1
+    scaled = float(mantissa) * 2.0 ** (FP17_MANTISSA_BITS + 1)  # 11 significant bits
+    frac = int(np.rint(scaled))                                 # numpy rounds half to even
+    exponent = int(exponent) - 1
+    if frac == 1 << (FP17_MANTISSA_BITS + 1):                   # rounded up to the next power
+        frac, exponent = frac >> 1, exponent + 1
+    return ((exponent + FP17_EXPONENT_BIAS) << FP17_MANTISSA_BITS) | (frac & 0x3FF)
+
+
+def recip(kernel: int, dtype: DataType) -> int:
+    """RECIP_KERNEL_WIDTH/HEIGHT of a kernel size in the layer's precision."""
+    return fp17_bits(1.0 / kernel) if dtype.is_float else recip_q16(kernel)
+
+
+def pad_register(value: int, dtype: DataType) -> int:
+    """A PAD_VALUE_nX register value: the integer, or the FP16 bits of a float padding value."""
+    if dtype.is_float:
+        return int(np.array([value], np.float16).view(np.uint16)[0])
+    return value
 
 
 def _check_range(layer: PdpLayer, what: str, values, lo: int, hi: int) -> None:
@@ -143,7 +181,9 @@ def plan_pdp(hw: HardwareConfig, layer: PdpLayer, in_shape: tuple[int, int, int]
     _check_range(layer, "kernel size", (kh, kw), 1, MAX_KERNEL)
     _check_range(layer, "stride", (sh, sw), 1, MAX_STRIDE)
     _check_range(layer, "padding", (pad_top, pad_left), 0, MAX_PAD)
-    _check_range(layer, "padding value", (layer.pad_value,), -128, 127)
+    dtype = layer.dtype
+    if not dtype.is_float:
+        _check_range(layer, "padding value", (layer.pad_value,), *dtype.integer_range())
     if pad_top >= kh or pad_left >= kw:
         raise NvdlaSimError(f"{layer.name}: padding ({pad_top}, {pad_left}) must be smaller "
                             f"than the kernel ({kh}, {kw})")
@@ -158,7 +198,7 @@ def plan_pdp(hw: HardwareConfig, layer: PdpLayer, in_shape: tuple[int, int, int]
                             f"({pad_bottom}, {pad_right}); at most {MAX_PAD} and below the kernel")
     if in_w <= 0 or in_h <= 0:
         raise NvdlaSimError(f"{layer.name}: no input column or row reaches the output windows")
-    max_width = max_flying_width(hw, kh, sh)
+    max_width = max_flying_width(hw, kh, sh, dtype)
     split = None
     if out_w > max_width:
         if flying:
@@ -168,9 +208,10 @@ def plan_pdp(hw: HardwareConfig, layer: PdpLayer, in_shape: tuple[int, int, int]
         if split.splits > MAX_SPLITS:
             raise NvdlaSimError(f"{layer.name}: {split.splits} split-width strips needed, "
                                 f"at most {MAX_SPLITS}")
-    pad_values = tuple(n * layer.pad_value for n in range(1, 8))
+    pad_values = tuple(pad_register(n * layer.pad_value, dtype) for n in range(1, 8))
     return PdpPlan(layer.method, kh, kw, sh, sw, pad_top, pad_left, pad_bottom, pad_right,
-                   in_w, in_h, c, out_w, out_h, split, pad_values, recip_q16(kw), recip_q16(kh))
+                   in_w, in_h, c, out_w, out_h, split, pad_values, recip(kw, dtype),
+                   recip(kh, dtype), dtype)
 
 
 def _partial(split: SplitWidth | None, kind: str) -> dict[str, int]:
@@ -191,7 +232,7 @@ def write_pdp_rdma(b: ProgramBuilder, plan: PdpPlan, src: TensorPlacement) -> No
     b.address("PDP_RDMA", "D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH", src.address)
     b.word("PDP_RDMA", "D_SRC_LINE_STRIDE", src.line_stride)
     b.word("PDP_RDMA", "D_SRC_SURFACE_STRIDE", src.surf_stride)
-    b.reg("PDP_RDMA", "D_DATA_FORMAT", INPUT_DATA="INT8")
+    b.reg("PDP_RDMA", "D_DATA_FORMAT", INPUT_DATA=plan.dtype.name)
     b.reg("PDP_RDMA", "D_SRC_RAM_CFG", SRC_RAM_TYPE=src.ram_type)
     # pdp.c leaves PDP_RDMA's flying mode at its reset (on the fly); the RDMA reads memory, so
     # say so, as the official traces do.
@@ -233,7 +274,7 @@ def write_pdp(b: ProgramBuilder, plan: PdpPlan, src: TensorPlacement | None,
     b.word("PDP", "D_DST_LINE_STRIDE", dst.line_stride)
     b.word("PDP", "D_DST_SURFACE_STRIDE", dst.surf_stride)
     b.reg("PDP", "D_DST_RAM_CFG", DST_RAM_TYPE=dst.ram_type)
-    b.reg("PDP", "D_DATA_FORMAT", INPUT_DATA="INT8")
+    b.reg("PDP", "D_DATA_FORMAT", INPUT_DATA=plan.dtype.name)
 
 
 def shape(p: TensorPlacement) -> tuple[int, int, int]:
@@ -243,6 +284,9 @@ def shape(p: TensorPlacement) -> tuple[int, int, int]:
 def emit_pdp(b: ProgramBuilder, layer: PdpLayer, src: TensorPlacement,
              dst: TensorPlacement) -> str:
     """One PDP hardware layer reading `src` from memory; returns its completion sync id."""
+    for p in (src, dst):
+        if p.dtype != layer.dtype:
+            raise NvdlaSimError(f"{layer.name}: {p.name} is {p.dtype}, the pooling {layer.dtype}")
     plan = plan_pdp(b.hw, layer, shape(src), shape(dst))
     groups = b.begin_layer(layer.name, ["PDP_RDMA", "PDP"])
     write_pdp_rdma(b, plan, src)

@@ -9,6 +9,12 @@ The datapath per element is X1 (BS) -> X2 (BN) -> Y (EW) -> C (reference map 5.6
 Each operand is a register value (an int: the same for every element), one value per channel
 (a 1-D array: SDP_RDMA reads it PER_KERNEL), or one value per element (a 3-D array, or a
 TensorPlacement already in memory such as the other input of an element-wise add: PER_ELEMENT).
+
+Precision (`SdpLayer.dtype`, PROC and OUT precision): INT8 and INT16 run the integer datapath
+(int16 operands, output saturated to the type); FP16 runs the float one (C model sdp_x/sdp_c):
+operands are FP16 values (a register operand is a float, written as its binary16 bits; memory
+operands float16 arrays, always TWO_BYTE), ALU/MUL shifts and the output converter are unused
+(written 0 / identity), and an atom of operands holds 16 elements (INT16 too).
 When a stage takes both its ALU and MUL operands from memory, SDP_RDMA reads them interleaved
 (DATA_USE BOTH: ALU then MUL of each element; reference map 5.1, unverified by the official tests).
 
@@ -22,13 +28,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import NvdlaSimError
+from ..datatype import INT8, DataType
+from ..errors import NvdlaSimError, UnsupportedError
 from .emit import IDENTITY, Converter, ProgramBuilder
 from .emit_pdp import PdpLayer, plan_pdp, write_pdp
 from .lut import Lut, write_lut
 from .placement import Allocator, Buffer, TensorPlacement
 
-Operand = int | np.ndarray | TensorPlacement
+Operand = int | float | np.ndarray | TensorPlacement
 ALU_ALGO = {"max": "MAX", "min": "MIN", "sum": "SUM", "eql": "EQL"}
 STAGE_REGS = {"x1": ("BS", "BRDMA"), "x2": ("BN", "NRDMA"), "y": ("EW", "ERDMA")}
 
@@ -67,10 +74,23 @@ class SdpLayer:
     y: YStage | None = None
     out_cvt: Converter = IDENTITY
     name: str = "sdp"
+    dtype: DataType = INT8                 # PROC and OUT precision (input: the same)
 
 
 def _is_memory(operand: Operand) -> bool:
-    return not isinstance(operand, (int, np.integer))
+    return not isinstance(operand, (int, np.integer, float, np.floating))
+
+
+def register_operand(value: int | float, dtype: DataType, where: str) -> int:
+    """The register encoding of a scalar operand: the integer, or an FP16 value's binary16 bits."""
+    if dtype.is_float:
+        bits = np.array([value], np.float32).astype(np.float16)
+        if not np.isfinite(bits[0]):
+            raise NvdlaSimError(f"{where}: {value} does not fit FP16")
+        return int(bits.view(np.uint16)[0])
+    if isinstance(value, (float, np.floating)) and value != int(value):
+        raise NvdlaSimError(f"{where}: {value} is not an integer ({dtype} SDP)")
+    return int(value)
 
 
 def _stage_parts(stage: XStage | YStage | None) -> dict[str, Operand]:
@@ -101,14 +121,14 @@ def _fits_int8(values: np.ndarray) -> bool:
 
 
 def place_operands(b: ProgramBuilder, alloc: Allocator, name: str, parts: dict[str, Operand],
-                   shape: tuple[int, int, int]) -> MemoryOperand | None:
+                   shape: tuple[int, int, int], dtype: DataType = INT8) -> MemoryOperand | None:
     """Place (and load) the memory operands of one stage; None when it has none."""
     memory = {k: v for k, v in parts.items() if _is_memory(v)}
     if not memory:
         return None
     use = "BOTH" if len(memory) == 2 else next(iter(memory)).upper()
     c, h, w = shape
-    atom = alloc.atom
+    atom = dtype.elements_per_atom(alloc.atom)       # operand elements per atom (by precision)
     lanes = -(-c // atom) * atom
     placed = [v for v in memory.values() if isinstance(v, TensorPlacement)]
     if placed:
@@ -119,7 +139,11 @@ def place_operands(b: ProgramBuilder, alloc: Allocator, name: str, parts: dict[s
         if (t.channels, t.height, t.width) != shape:
             raise NvdlaSimError(f"{name}: element-wise operand {t.name} is "
                                 f"{t.channels}x{t.height}x{t.width}, the layer {c}x{h}x{w}")
-        return MemoryOperand(use, "ONE_BYTE", "PER_ELEMENT", t, t.line_stride, t.surf_stride)
+        if t.dtype != dtype:
+            raise NvdlaSimError(f"{name}: element-wise operand {t.name} is {t.dtype}, the SDP "
+                                f"runs {dtype}")
+        return MemoryOperand(use, "ONE_BYTE" if t.dtype.bytes == 1 else "TWO_BYTE", "PER_ELEMENT",
+                             t, t.line_stride, t.surf_stride)
     arrays = [np.asarray(v) for v in memory.values()]
     ndims = {a.ndim for a in arrays}
     if ndims not in ({1}, {3}):
@@ -129,26 +153,30 @@ def place_operands(b: ProgramBuilder, alloc: Allocator, name: str, parts: dict[s
         expected = (c,) if a.ndim == 1 else shape
         if a.shape != expected:
             raise NvdlaSimError(f"{name}: operand of shape {a.shape}, expected {expected}")
-        if np.any(a < -(1 << 15)) or np.any(a >= (1 << 15)):
+        if dtype.is_float:
+            if not np.all(np.isfinite(a.astype(np.float16))):
+                raise NvdlaSimError(f"{name}: operand values must fit FP16")
+        elif np.any(a < -(1 << 15)) or np.any(a >= (1 << 15)):
             raise NvdlaSimError(f"{name}: operand values must fit int16")
-    one_byte = all(_fits_int8(a) for a in arrays)
-    dtype = np.int8 if one_byte else np.int16
+    # INT8 SDP reads one byte per operand when every value fits; INT16/FP16 always two.
+    one_byte = dtype == INT8 and all(_fits_int8(a) for a in arrays)
     size = "ONE_BYTE" if one_byte else "TWO_BYTE"
+    element = np.float16 if dtype.is_float else np.int8 if one_byte else np.int16
     components = len(arrays)
     if arrays[0].ndim == 1:
         # One value per lane, surfaces back to back; BOTH interleaves ALU, MUL per lane.
-        image = np.zeros((lanes, components), dtype)
+        image = np.zeros((lanes, components), element)
         for i, a in enumerate(arrays):
             image[:c, i] = a
         buf = alloc.buffer(f"{name}_operand", image.nbytes)
         b.mem_load(buf.address, image, buf.name)
         return MemoryOperand(use, size, "PER_KERNEL", buf)
     # Per element: a feature cube whose element is components * size bytes.
-    elem = components * np.dtype(dtype).itemsize
+    elem = components * np.dtype(element).itemsize
     line_stride = w * atom * elem
     surf_stride = h * line_stride
     buf = alloc.buffer(f"{name}_operand", (lanes // atom) * surf_stride)
-    stacked = np.zeros((lanes, h, w, components), dtype)
+    stacked = np.zeros((lanes, h, w, components), element)
     for i, a in enumerate(arrays):
         stacked[:c, :, :, i] = a
     # Element (c, y, x) at (c // atom) * surf + y * line + x * atom * elem + (c % atom) * elem.
@@ -187,13 +215,24 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
     if y is not None and y.lut is not None and not b.hw.sdp.lut:
         raise NvdlaSimError(f"{layer.name}: {b.hw.name} has no SDP lookup table")
     c, h, w = shape
+    dtype = layer.dtype
+    precision = dtype.name
+    if dtype.is_float and layer.out_cvt != IDENTITY:
+        raise NvdlaSimError(f"{layer.name}: the FP16 SDP has no output converter (use the identity)")
+    for p in (src, dst):
+        if p is not None and p.dtype != dtype:
+            raise NvdlaSimError(f"{layer.name}: {p.name} is {p.dtype}, the SDP runs {dtype}")
+    if dtype.is_float and y is not None and (y.lut is not None or y.mul_cvt or y.alu_cvt):
+        raise UnsupportedError(f"{layer.name}: the FP16 SDP Y stage (LUT, operand converters) is "
+                               "not modelled by the compiler")
     operands = {kind: place_operands(b, alloc, f"{layer.name}_{kind}",
-                                     _stage_parts(getattr(layer, kind)), shape)
+                                     _stage_parts(getattr(layer, kind)), shape, dtype)
                 for kind in ("x1", "x2", "y")}
 
     if sdp_needs_rdma(layer, flying):
         b.reg("SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
-              WINOGRAD="OFF", IN_PRECISION="INT8", OUT_PRECISION="INT8", PROC_PRECISION="INT8")
+              WINOGRAD="OFF", IN_PRECISION=precision, OUT_PRECISION=precision,
+              PROC_PRECISION=precision)
         b.reg("SDP_RDMA", "D_DATA_CUBE_WIDTH", WIDTH=w - 1)
         b.reg("SDP_RDMA", "D_DATA_CUBE_HEIGHT", HEIGHT=h - 1)
         b.reg("SDP_RDMA", "D_DATA_CUBE_CHANNEL", CHANNEL=c - 1)
@@ -227,12 +266,12 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
         b.word("SDP", "D_DST_LINE_STRIDE", dst.line_stride)
         b.word("SDP", "D_DST_SURFACE_STRIDE", dst.surf_stride)
     for kind in ("x1", "x2"):
-        _write_x_stage(b, kind, getattr(layer, kind))
-    _write_y_stage(b, layer.y)
+        _write_x_stage(b, kind, getattr(layer, kind), dtype)
+    _write_y_stage(b, layer.y, dtype)
     b.reg("SDP", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
           OUTPUT_DST="PDP" if pdp is not None else "MEM", WINOGRAD="OFF")
     b.reg("SDP", "D_DST_DMA_CFG", DST_RAM_TYPE=dst.ram_type if dst is not None else 1)
-    b.reg("SDP", "D_DATA_FORMAT", PROC_PRECISION="INT8", OUT_PRECISION="INT8")
+    b.reg("SDP", "D_DATA_FORMAT", PROC_PRECISION=precision, OUT_PRECISION=precision)
     cvt = layer.out_cvt
     b.word("SDP", "D_CVT_OFFSET", cvt.offset)
     b.reg("SDP", "D_CVT_SCALE", CVT_SCALE=cvt.scale)
@@ -244,7 +283,7 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
         write_pdp(b, plan, None, pdp_dst)
 
 
-def _write_x_stage(b: ProgramBuilder, kind: str, stage: XStage | None) -> None:
+def _write_x_stage(b: ProgramBuilder, kind: str, stage: XStage | None, dtype: DataType) -> None:
     name = STAGE_REGS[kind][0]
     if stage is None:
         b.reg("SDP", f"D_DP_{name}_CFG", **{f"{name}_BYPASS": "YES", f"{name}_ALU_BYPASS": "YES",
@@ -263,17 +302,18 @@ def _write_x_stage(b: ProgramBuilder, kind: str, stage: XStage | None) -> None:
             f"{name}_ALU_SRC": "MEM" if _is_memory(stage.alu_operand) else "REG",
             f"{name}_ALU_SHIFT_VALUE": stage.alu_shift})
         if not _is_memory(stage.alu_operand):
-            b.reg("SDP", f"D_DP_{name}_ALU_SRC_VALUE",
-                  **{f"{name}_ALU_OPERAND": int(stage.alu_operand)})
+            b.reg("SDP", f"D_DP_{name}_ALU_SRC_VALUE", **{f"{name}_ALU_OPERAND": register_operand(
+                stage.alu_operand, dtype, f"SDP.{name}_ALU_OPERAND")})
     if stage.mul and not _is_memory(stage.mul_operand):
-        b.reg("SDP", f"D_DP_{name}_MUL_SRC_VALUE", **{f"{name}_MUL_OPERAND": int(stage.mul_operand)})
+        b.reg("SDP", f"D_DP_{name}_MUL_SRC_VALUE", **{f"{name}_MUL_OPERAND": register_operand(
+            stage.mul_operand, dtype, f"SDP.{name}_MUL_OPERAND")})
     # The MUL shift applies even when MUL is bypassed (sdp.c writes MUL_CFG for every enabled stage).
     b.reg("SDP", f"D_DP_{name}_MUL_CFG", **{
         f"{name}_MUL_SRC": "MEM" if stage.mul and _is_memory(stage.mul_operand) else "REG",
         f"{name}_MUL_SHIFT_VALUE": stage.mul_shift})
 
 
-def _write_y_stage(b: ProgramBuilder, stage: YStage | None) -> None:
+def _write_y_stage(b: ProgramBuilder, stage: YStage | None, dtype: DataType) -> None:
     if stage is None:
         b.reg("SDP", "D_DP_EW_CFG", EW_BYPASS="YES", EW_ALU_BYPASS="YES", EW_MUL_BYPASS="YES",
               EW_LUT_BYPASS="YES")
@@ -294,7 +334,8 @@ def _write_y_stage(b: ProgramBuilder, stage: YStage | None) -> None:
         b.reg("SDP", f"D_DP_EW_{part}_CFG", **{f"EW_{part}_SRC": "MEM" if memory else "REG",
                                               f"EW_{part}_CVT_BYPASS": "NO" if cvt else "YES"})
         if not memory:
-            b.word("SDP", f"D_DP_EW_{part}_SRC_VALUE", int(operand))
+            b.word("SDP", f"D_DP_EW_{part}_SRC_VALUE",
+                   register_operand(operand, dtype, f"SDP.EW_{part}_OPERAND"))
         elif cvt is not None:
             b.word("SDP", f"D_DP_EW_{part}_CVT_OFFSET_VALUE", cvt.offset)
             b.reg("SDP", f"D_DP_EW_{part}_CVT_SCALE_VALUE", **{f"EW_{part}_CVT_SCALE": cvt.scale})

@@ -11,11 +11,11 @@ pass of one NVDLA pipeline, the way the NVDLA compiler fuses them:
     cdp   CDP_RDMA -> CDP: LRN
     gpu   an op the DLA cannot run (GPU fallback): computed in float, outside DLA timing
 
-Concatenation is no layer: its inputs are written into one buffer at channel offsets (the atom
-`memory_atomic_bytes` aligned; an input whose channel count is not a multiple of the atom leaves
-a hole of zero channels, and the consumers' weights get zero columns there).  Flatten in front of a
-fully connected layer is no layer either: the FC becomes a convolution whose kernel covers the
-whole input.  Grouped convolutions become one conv layer per group when each group's output starts
+Concatenation is no layer: its inputs are written into one buffer at channel offsets (aligned to
+the atom: `memory_atomic_bytes` bytes, i.e. 32 INT8 or 16 INT16/FP16 channels on nv_full; an
+input whose channel count is not a multiple of the atom leaves a hole of zero channels, and the
+consumers' weights get zero columns there).  Flatten in front of a fully connected layer is no
+layer either: the FC becomes a convolution whose kernel covers the whole input.  Grouped convolutions become one conv layer per group when each group's output starts
 on an atom boundary, else one conv with block-diagonal weights.
 
 Everything a hardware layer needs is here in float and in NVDLA terms (channel windows, kernel,
@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..config import HardwareConfig
+from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
 from .network import Network, Op, Shape
 from .support import SupportReport
@@ -55,7 +56,7 @@ class Tensor:
     stored_channels: int = 0
     materialised: bool = True          # False: lives only inside a fused pipeline, never in memory
     on_dla: bool = True                # False: produced by a GPU fallback op
-    scale: float | None = None         # INT8 scale (real = scale * q), set by quantisation
+    scale: float | None = None         # real = scale * stored value (set by quantisation; FP16: 1)
 
     def __post_init__(self):
         if not self.layout:
@@ -252,6 +253,7 @@ class HwPlan:
     tensors: dict[str, Tensor]
     fallback: dict[str, str]           # op -> reason, for ops computed as GPU fallback
     rows: list[str] = field(default_factory=list)   # report rows in order
+    dtype: DataType = INT8             # the precision every DLA layer and tensor runs in
 
     def root(self, name: str) -> tuple[str, int]:
         """The buffer holding tensor `name` and the tensor's first stored channel in it."""
@@ -325,9 +327,10 @@ class _Chain:
 
 
 class _Builder:
-    def __init__(self, net: Network, weights: dict, hw: HardwareConfig, support: SupportReport):
+    def __init__(self, net: Network, weights: dict, hw: HardwareConfig, support: SupportReport,
+                 dtype: DataType = INT8):
         self.net, self.weights, self.hw, self.support = net, weights, hw, support
-        self.atom = hw.memory_atomic_bytes
+        self.atom = dtype.elements_per_atom(hw.memory_atomic_bytes)     # channels per atom
         self.consumers = net.consumers()
         self.outputs = set(net.outputs)
         self.tensors: dict[str, Tensor] = {}
@@ -736,12 +739,14 @@ class _Builder:
                 self.tensors[op.name].materialised = True
 
 
-def build_plan(network: Network, weights: dict, hw: HardwareConfig, support: SupportReport) -> HwPlan:
-    """The hardware-layer list of `network` on `hw` (ops outside `support` become GPU layers)."""
-    b = _Builder(network, weights, hw, support)
+def build_plan(network: Network, weights: dict, hw: HardwareConfig, support: SupportReport,
+               dtype: DataType = INT8) -> HwPlan:
+    """The hardware-layer list of `network` on `hw` in precision `dtype` (ops outside `support`
+    become GPU layers)."""
+    b = _Builder(network, weights, hw, support, dtype)
     b.build()
     fallback = {name: support.reason(name) for name in support.fallback_ops}
-    return HwPlan(network, hw, b.layers, b.tensors, fallback, b.rows)
+    return HwPlan(network, hw, b.layers, b.tensors, fallback, b.rows, dtype)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -756,8 +761,9 @@ class LoweringContext:
     cvsram: object | None              # MemoryProfile of the CVSRAM interface, or None
     cvsram_bytes: int                  # CVSRAM capacity tensors may be placed in (0: none)
     values: bool                       # True: run the arithmetic; False: timing only
-    input_int8: np.ndarray | None      # the network input, quantised, in its stored layout
-    gpu_fallback: object = None        # callable(layer, {tensor: int8 stored-layout}) -> int8 output
+    input_int8: np.ndarray | None      # the network input in the plan's element type (int8,
+                                       # int16 or float16), in its stored layout
+    gpu_fallback: object = None        # callable(layer, {tensor: stored-layout cube}) -> output cube
     timeline: bool = False             # keep the engine's activity log for the timeline plot
 
 
@@ -786,5 +792,6 @@ class PlanResult:
     layers: list[LayerTiming]
     total_cycles: float                # first OP_ENABLE to the last interrupt, GPU layers excluded
     outputs: dict[str, np.ndarray] = field(default_factory=dict)   # values mode: root buffer ->
-                                       # int8 (stored channels, H, W) as the DLA left it in memory
+                                       # (stored channels, H, W) of the plan's element type as the
+                                       # DLA left it in memory
     engine_result: object = None       # engine.RunResult (activity log, transfers) for the timeline

@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..datatype import INT8
 from ..engine import Engine, RunResult
 from ..errors import NvdlaSimError
 from ..program import IntrNotify, RegisterProgram, RegWrite, SyncWait
@@ -140,8 +141,10 @@ class _CvsramFit:
 
 
 def image_input(plan: HwPlan) -> bool:
-    """Whether the network input is read as an image: at most 4 channels, and only whole-input
-    convolutions (no dilation) read it -- the first layer of the built-in networks."""
+    """Whether the network input is read as an image: INT8, at most 4 channels, and only
+    whole-input convolutions (no dilation) read it -- the first layer of the built-in networks."""
+    if plan.dtype != INT8:               # INT16/FP16 pixel formats: not modelled, read as features
+        return False
     root = plan.root(plan.network.input_name)[0]
     t = plan.tensors[root]
     if pixel_channels(t.stored_channels) is None:
@@ -159,6 +162,8 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
     life = _lifetimes(plan, groups)
     image_root = plan.root(plan.network.input_name)[0] if image_input(plan) else None
     atom = ctx.hw.memory_atomic_bytes
+    dtype = plan.dtype
+    atom_channels = dtype.elements_per_atom(atom)
     cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
         if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
     buffers = {}
@@ -172,13 +177,13 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
             buffers[name] = image_placement(name, DBB, address, c, h, w)
             continue
         if cvsram is not None:
-            nbytes = -(-c // atom) * atom * h * w
+            nbytes = -(-c // atom_channels) * atom * h * w
             address = cvsram.take(nbytes, *life[name])
         if address is None:
-            buffers[name] = alloc.feature(name, c, h, w, DBB)
+            buffers[name] = alloc.feature(name, c, h, w, DBB, dtype)
         else:
             buffers[name] = TensorPlacement(name, CVSRAM, address, w, h, c, atom, w * atom,
-                                            h * w * atom)
+                                            h * w * atom, dtype)
     return buffers
 
 
@@ -213,7 +218,7 @@ def _virtual(name: str, like: TensorPlacement, channels: int, height: int, width
     """The shape of a cube streamed on the fly (never in memory) for the emitters' checks."""
     atom = like.atom
     return TensorPlacement(name, like.space, like.address, width, height, channels, atom,
-                           width * atom, height * width * atom)
+                           width * atom, height * width * atom, like.dtype)
 
 
 def _shape(p: TensorPlacement) -> tuple[int, int, int]:
@@ -274,7 +279,7 @@ def _emit_step(b: ProgramBuilder, alloc: Allocator, group: list[HwLayer],
         if why is None:
             return [_emitted(b, Step(group, outputs=[(pool.output, pdp_dst)]),
                              lambda: emit_sdp(b, alloc, sdp, src, None, (pool.quant, pdp_dst)))]
-        tmp = alloc.feature(f"{layer.name}_out", *_shape(src))
+        tmp = alloc.feature(f"{layer.name}_out", *_shape(src), dtype=src.dtype)
         notes.setdefault(pool.name, []).append(f"PDP not on the fly ({why}): via DRAM")
         return [_emitted(b, Step([layer]), lambda: emit_sdp(b, alloc, sdp, src, tmp)),
                 _emitted(b, Step([pool], outputs=[(pool.output, pdp_dst)]),
@@ -310,7 +315,7 @@ def _emit_conv_step(b, alloc, layer, pool, src, buffers, notes) -> list[Step]:
         virtual = _virtual(f"{layer.name}_out", pdp_dst, *conv_out)
         return [_emitted(b, Step([layer, pool], outputs=[(pool.output, pdp_dst)]),
                          lambda: emit_conv(b, alloc, conv, src, virtual, (pool.quant, pdp_dst)))]
-    tmp = alloc.feature(f"{layer.name}_out", *conv_out)
+    tmp = alloc.feature(f"{layer.name}_out", *conv_out, dtype=pdp_dst.dtype)
     notes.setdefault(pool.name, []).append(f"PDP not on the fly ({why}): via DRAM")
     return [_emitted(b, Step([layer], refetch=refetch), lambda: emit_conv(b, alloc, conv, src, tmp)),
             _emitted(b, Step([pool], outputs=[(pool.output, pdp_dst)]),
@@ -324,9 +329,9 @@ def refetched(cbuf, in_height: int) -> tuple[int, int]:
 
 
 def structural_quantization(plan: HwPlan) -> None:
-    """Integer parameters for a timing-only run: every tensor scale 1/127.  The SDP stages, the
-    operand kinds (register, per kernel, per element) and the weights' int8 shapes are those of a
-    calibrated run; only the values differ, and timing never depends on values."""
+    """Parameters for a timing-only run: every tensor's range 1.  The SDP stages, the operand
+    kinds (register, per kernel, per element) and the weights' shapes and element type are those
+    of a calibrated run; only the values differ, and timing never depends on values."""
     from ..scenario.quantize import quantize_plan
     quantize_plan(plan, {name: np.ones(1, np.float32) for name in plan.tensors})
 
@@ -432,11 +437,11 @@ def _interface_cycles(memif, read: int, write: int) -> float:
     return max(read, write) / memif.bus_bytes_per_cycle
 
 
-def core_cycles(step: Step, engine: Engine) -> dict[str, float]:
+def core_cycles(step: Step, engine: Engine, element_bytes: int = 1) -> dict[str, float]:
     """Cycles the SDP / PDP / CDP cores need for the step's atoms at their throughput (what they
-    would take if data never waited)."""
+    would take if data never waited); `element_bytes` 2 for INT16/FP16 cubes."""
     r = engine.timing.params.rates
-    atom = r.atom_bytes
+    atom = r.atom_bytes // element_bytes            # channels per atom
     out: dict[str, float] = {}
     for layer in step.layers:
         if layer.sdp is not None:
@@ -452,13 +457,14 @@ def core_cycles(step: Step, engine: Engine) -> dict[str, float]:
     return out
 
 
-def classify(step: Step, busy: dict[str, float], moved: dict[str, int], engine: Engine) -> str:
+def classify(step: Step, busy: dict[str, float], moved: dict[str, int], engine: Engine,
+             element_bytes: int = 1) -> str:
     """What bounds a step: the resource that needs the most cycles -- the MAC array (CMAC busy
     cycles of the timing model), the memory (bytes moved at the interfaces' rates), or the
     SDP / PDP / CDP core (atoms at its throughput).  Memory-bound steps that read input lines or
     weights again because of a CBUF partial-height split are CBUF-bound."""
     cand = {CORE_UNITS[u]: v for u, v in busy.items()}
-    cand.update(core_cycles(step, engine))
+    cand.update(core_cycles(step, engine, element_bytes))
     cand[MEMORY] = max(_interface_cycles(engine.mcif, moved["dram_read"], moved["dram_write"]),
                        _interface_cycles(engine.cvif, moved["cvsram_read"], moved["cvsram_write"]))
     bound = max(cand, key=cand.get)
@@ -469,14 +475,15 @@ def _store(outputs: dict[str, np.ndarray], plan: HwPlan, ref: TensorRef, cube: n
     buf = outputs.get(ref.tensor)
     if buf is None:
         t = plan.tensors[ref.tensor]
-        buf = outputs[ref.tensor] = np.zeros((t.stored_channels, t.shape.h, t.shape.w), np.int8)
+        buf = outputs[ref.tensor] = np.zeros((t.stored_channels, t.shape.h, t.shape.w),
+                                             plan.dtype.numpy)
     buf[ref.channel_offset:ref.channel_offset + ref.channels] = cube
 
 
 def _run_gpu(step: Step, plan: HwPlan, ctx: LoweringContext, engine: Engine,
              outputs: dict[str, np.ndarray]) -> None:
-    """A GPU-fallback layer between two pieces: float op on the de-quantised inputs, its INT8
-    result written to memory where the next DLA layer reads it."""
+    """A GPU-fallback layer between two pieces: float op on the de-quantised inputs, its result
+    (in the plan's element type) written to memory where the next DLA layer reads it."""
     layer = step.layers[0]
     op = plan.network.op(layer.ops[0])
     inputs = {}
@@ -485,7 +492,7 @@ def _run_gpu(step: Step, plan: HwPlan, ctx: LoweringContext, engine: Engine,
         if root not in outputs:
             raise NvdlaSimError(f"{layer.name}: input '{name}' was never produced")
         inputs[name] = outputs[root][offset:offset + plan.tensors[name].stored_channels]
-    y = np.asarray(ctx.gpu_fallback(layer, inputs), np.int8)
+    y = np.asarray(ctx.gpu_fallback(layer, inputs), plan.dtype.numpy)
     ref, p = step.outputs[0]
     engine.memory.space(p.ram_type).write(p.address, cube_image(p, y))
     _store(outputs, plan, ref, y)
@@ -526,7 +533,8 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
                 layer.name, t0, t1,
                 moved["dram_read"] if own else 0, moved["dram_write"] if own else 0,
                 moved["cvsram_read"] if own else 0, moved["cvsram_write"] if own else 0,
-                bound=classify(step, busy, moved, engine), cbuf_refetch=step.refetch,
+                bound=classify(step, busy, moved, engine, plan.dtype.bytes),
+                cbuf_refetch=step.refetch,
                 register_writes=writes if own else 0))
         if ctx.values:
             for ref, p in step.outputs:

@@ -1,8 +1,9 @@
 """Tensor placement: where a feature cube (or any byte image) lives in DBB or CVSRAM memory.
 
 A feature cube of C channels x H x W uses the layout of the NVDLA reference map 5.1: surfaces of
-`atom` channels (the configuration's memory_atomic_bytes for INT8), each surface H lines of W
-atoms; the last surface is padded to a whole atom.  Placements made here are packed: line stride
+one atom (`atom` bytes, the configuration's memory_atomic_bytes: 32 INT8 or 16 INT16/FP16 channels
+on nv_full), each surface H lines of W atoms; the last surface is padded to a whole atom.  The
+element type (`nvdla_sim.datatype`) is part of the placement: sizes and offsets are in bytes.  Placements made here are packed: line stride
 W*atom, surface stride H*line stride.  Views of a placement (a band of lines for a partial-height
 hardware layer, a run of whole surfaces for concatenation along channels) keep the parent strides.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..config import HardwareConfig
+from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
 from ..memory import MemoryLayout
 
@@ -48,25 +50,31 @@ class InMemorySpace:
 
 @dataclass(frozen=True)
 class TensorPlacement(InMemorySpace):
-    """A C x H x W INT8 cube in memory (reference map 5.1 layout)."""
+    """A C x H x W cube of `dtype` elements in memory (reference map 5.1 layout)."""
     name: str
     space: str                 # DBB or CVSRAM
     address: int
     width: int
     height: int
     channels: int
-    atom: int                  # bytes (= channels, INT8) per atom
+    atom: int                  # bytes per atom (an image: bytes per pixel)
     line_stride: int
     surf_stride: int
+    dtype: DataType = INT8
+
+    @property
+    def atom_channels(self) -> int:
+        """Channels one atom holds (32 INT8 or 16 INT16/FP16 in a 32-byte atom)."""
+        return max(1, self.dtype.elements_per_atom(self.atom))
 
     @property
     def surfaces(self) -> int:
-        return -(-self.channels // self.atom)
+        return -(-self.channels // self.atom_channels)
 
     @property
     def lanes(self) -> int:
         """Channels including the padding lanes of the last surface."""
-        return self.surfaces * self.atom
+        return self.surfaces * self.atom_channels
 
     @property
     def size_bytes(self) -> int:
@@ -93,14 +101,14 @@ class TensorPlacement(InMemorySpace):
     def channel_slice(self, first: int, count: int, name: str | None = None) -> "TensorPlacement":
         """Channels [first, first+count): whole surfaces only, so `first` is a multiple of the atom
         (how concatenation along channels is placed: each producer writes its own surfaces)."""
-        if first % self.atom:
+        if first % self.atom_channels:
             raise NvdlaSimError(f"{self.name}: a channel slice must start on an atom boundary "
-                                f"(multiple of {self.atom}), not at channel {first}")
+                                f"(multiple of {self.atom_channels}), not at channel {first}")
         if first < 0 or count <= 0 or first + count > self.channels:
             raise NvdlaSimError(f"{self.name}: channels [{first}, {first + count}) are outside "
                                 f"its {self.channels} channels")
         return replace(self, name=name or f"{self.name}[c{first}:{first + count}]",
-                       address=self.address + (first // self.atom) * self.surf_stride,
+                       address=self.address + (first // self.atom_channels) * self.surf_stride,
                        channels=count)
 
 
@@ -147,16 +155,16 @@ class Allocator:
         return address
 
     def feature(self, name: str, channels: int, height: int, width: int,
-                space: str = DBB) -> TensorPlacement:
-        """A packed C x H x W INT8 cube."""
+                space: str = DBB, dtype: DataType = INT8) -> TensorPlacement:
+        """A packed C x H x W cube of `dtype` elements."""
         if min(channels, height, width) <= 0:
             raise NvdlaSimError(f"{name}: cube {channels}x{height}x{width} must have positive sizes")
         line_stride = width * self.atom
         surf_stride = height * line_stride
-        surfaces = -(-channels // self.atom)
+        surfaces = -(-channels // dtype.elements_per_atom(self.atom))
         address = self._take(name, space, surfaces * surf_stride, BUFFER_ALIGN_BYTES)
         placement = TensorPlacement(name, space, address, width, height, channels, self.atom,
-                                    line_stride, surf_stride)
+                                    line_stride, surf_stride, dtype)
         self.placements.append(placement)
         return placement
 

@@ -1,17 +1,22 @@
-"""INT8 quantisation: per-tensor scales calibrated on the input, and every hardware layer's integer
-parameters expressed as what the NVDLA datapath can do.
+"""Quantisation: per-tensor scales calibrated on the input, and every hardware layer's parameters
+expressed as what the NVDLA datapath can do, in the plan's precision (`HwPlan.dtype`).
 
-Notation: a tensor T holds int8 q_T with real value s_T * q_T (symmetric, s_T = amax_T / 127 where
-amax_T is the largest |value| of T in the float reference run on the scenario's input, or a
+INT8 and INT16 are the same integer scheme with Q = 127 or 32767 (the type's largest value); FP16
+needs no calibration (`_FloatLayers` at the end): weights, activations and the SDP's bias, PReLU
+and affine operands are converted to FP16 (round to nearest even, saturating at +-65504), the
+output converter is the identity and every tensor's scale is 1.
+
+Notation: a tensor T holds integers q_T with real value s_T * q_T (symmetric, s_T = amax_T / Q
+where amax_T is the largest |value| of T in the float reference run on the scenario's input, or a
 percentile of |T|).  Tensors that the DLA cannot rescale between share one scale: a pooling's input
 and output (PDP has no output scaling), a concatenation and its inputs (address placement), and a
 flatten and its source.
 
 Convolution layer (CDMA -> CMAC -> CACC -> SDP), input scale s_x:
-  weights      q_w[k] = round(w[k] / s_w[k]),  s_w[k] = max|w[k]| / 127 (per kernel) or one s_w for
+  weights      q_w[k] = round(w[k] / s_w[k]),  s_w[k] = max|w[k]| / Q (per kernel) or one s_w for
                the whole layer (`per_tensor`)
   CACC         acc = sat32(round(sum q_x*q_w / 2^t)), CLIP_TRUNCATE t = the smallest shift for which
-               127 * max_k sum|q_w[k]| fits 31 bits (0 for every built-in network)
+               Q * max_k sum|q_w[k]| fits 31 bits (0 for every built-in network in INT8)
                -> units u0[k] = s_x * s_w[k] * 2^t
   SDP X1 (BS)  ALU  SUM, per-kernel int16 operand b16[k] shifted left by ALU_SHIFT a:
                     b16[k] * 2^a = round(bias[k] / u0[k])
@@ -25,7 +30,7 @@ Convolution layer (CDMA -> CMAC -> CACC -> SDP), input scale s_x:
                     MUL per-kernel u1*sc/u2
   SDP Y (EW)   sigmoid/tanh through the LUT: X stages bring the value to units 2^-12; the table is
                compiler/lut.activation_lut's (entries in units of its entry_lsb)
-  SDP C        CVT_OFFSET 0, CVT_SCALE / 2^CVT_SHIFT = u_last / s_out, saturated to int8
+  SDP C        CVT_OFFSET 0, CVT_SCALE / 2^CVT_SHIFT = u_last / s_out, saturated to the type
 An SDP layer reading a tensor from memory is the same with u0 = s_in (one value for all channels).
 F (fraction bits kept between stages) is 8, reduced when the stage's calibrated range would not fit
 31 bits; when X1 is the only stage it targets s_out directly (u1 = s_out, C is the identity), so a
@@ -52,9 +57,11 @@ from ..compiler.emit_pdp import PdpLayer
 from ..compiler.emit_sdp import SdpLayer, XStage, YStage
 from ..compiler.hwlayers import HwLayer, HwPlan, PostOp
 from ..compiler.lut import activation_lut
-from ..errors import NvdlaSimError
+from ..datatype import FP16, INT8, DataType
+from ..errors import NvdlaSimError, UnsupportedError
 
 INT16_MAX = 32767
+FP16_MAX = 65504.0
 FRACTION_BITS = 8
 LUT_IN_SHIFT = 12        # SDP LUT input units: 2^-12 of a real value
 
@@ -65,9 +72,23 @@ def round_away(v) -> np.ndarray:
     return np.trunc(v + np.copysign(0.5, v)).astype(np.int64)
 
 
-def quantize_tensor(x: np.ndarray, scale: float) -> np.ndarray:
-    """Float tensor -> int8 with real = scale * q (saturating)."""
-    return np.clip(round_away(np.asarray(x, np.float64) / scale), -128, 127).astype(np.int8)
+def qmax(dtype: DataType) -> int:
+    """Q: the largest value of an integer type (127, 32767)."""
+    return dtype.integer_range()[1]
+
+
+def to_fp16(x) -> np.ndarray:
+    """Float -> FP16, round to nearest even, saturated to +-65504 (the hardware never makes INF)."""
+    return np.clip(np.asarray(x, np.float64), -FP16_MAX, FP16_MAX).astype(np.float16)
+
+
+def quantize_tensor(x: np.ndarray, scale: float, dtype: DataType = INT8) -> np.ndarray:
+    """Float tensor -> `dtype` with real = scale * q (saturating; FP16 rounds to nearest even)."""
+    v = np.asarray(x, np.float64) / scale
+    if dtype.is_float:
+        return to_fp16(v)
+    lo, hi = dtype.integer_range()
+    return np.clip(round_away(v), lo, hi).astype(dtype.numpy)
 
 
 def dequantize(q: np.ndarray, scale: float) -> np.ndarray:
@@ -103,7 +124,7 @@ def int16_with_left_shift(values, max_shift: int = 63) -> tuple[np.ndarray, int]
 
 @dataclass
 class ConvQuant:
-    weight: np.ndarray = field(repr=False)     # int8 (K, C, R, S)
+    weight: np.ndarray = field(repr=False)     # (K, C, R, S) of the plan's type (int8/int16/fp16)
     weight_scale: np.ndarray = field(repr=False)   # float (K,)
     in_scale: float = 1.0
     clip_truncate: int = 0                     # CACC CLIP_TRUNCATE
@@ -121,7 +142,7 @@ class QuantConfig:
 @dataclass
 class Calibration:
     amax: dict[str, float]                     # every tensor's calibrated range
-    scales: dict[str, float]                   # every tensor's int8 scale (after sharing)
+    scales: dict[str, float]                   # every tensor's scale (after sharing; FP16: 1)
     groups: dict[str, str]                     # tensor -> representative of its scale group
 
 
@@ -136,7 +157,8 @@ def _find(parent: dict, x: str) -> str:
 
 
 def calibrate(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig) -> Calibration:
-    """Scales of every tensor from the float reference `values`, with the sharing rules."""
+    """Scales of every tensor from the float reference `values`, with the sharing rules (FP16:
+    the ranges only, every scale 1)."""
     net = plan.network
     amax: dict[str, float] = {}
     for name, v in values.items():
@@ -145,9 +167,12 @@ def calibrate(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig) -> 
             amax[name] = float(np.percentile(a, cfg.percentile))
         else:
             amax[name] = float(a.max()) if a.size else 0.0
+    if plan.dtype.is_float:
+        ones = {name: 1.0 for name in values}
+        return Calibration(amax, ones, {name: name for name in values})
     for op in net.ops:
         if op.kind == "clip" and op.attrs.get("max") is not None:
-            amax[op.name] = float(op.attrs["max"])   # the ceiling is the int8 saturation point
+            amax[op.name] = float(op.attrs["max"])   # the ceiling is the saturation point
     parent = {name: name for name in values}
 
     def union(a: str, b: str) -> None:
@@ -168,11 +193,12 @@ def calibrate(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig) -> 
         r = _find(parent, name)
         group_amax[r] = max(group_amax.get(r, 0.0), amax[name])
     scales, groups = {}, {}
+    q = qmax(plan.dtype)
     for name in values:
         r = _find(parent, name)
         groups[name] = r
         a = group_amax[r]
-        scales[name] = (a if a > 0 else 1.0) / 127.0
+        scales[name] = (a if a > 0 else 1.0) / q
     return Calibration(amax, scales, groups)
 
 
@@ -200,8 +226,12 @@ def _operand(values: np.ndarray, per_kernel: bool):
 
 
 class _LayerQuantizer:
+    """Integer parameters (INT8, INT16) of every hardware layer."""
+
     def __init__(self, plan: HwPlan, cal: Calibration, cfg: QuantConfig):
         self.plan, self.cal, self.cfg = plan, cal, cfg
+        self.dtype = plan.dtype
+        self.q = qmax(plan.dtype)
 
     def scale(self, tensor: str) -> float:
         return self.cal.scales[tensor]
@@ -215,10 +245,11 @@ class _LayerQuantizer:
         per_k = np.abs(c.weight.reshape(k, -1)).max(axis=1).astype(np.float64)
         if self.cfg.weights == "per_tensor":
             per_k = np.full(k, per_k.max())
-        s_w = np.where(per_k > 0, per_k, 1.0) / 127.0
+        q = self.q
+        s_w = np.where(per_k > 0, per_k, 1.0) / q
         v = c.weight / s_w.astype(np.float32)[:, None, None, None]   # float32: big FC layers
-        q_w = np.clip(np.trunc(v + np.copysign(np.float32(0.5), v)), -127, 127).astype(np.int8)
-        bound = 127 * int(np.abs(q_w.reshape(k, -1)).sum(axis=1, dtype=np.int64).max(initial=0))
+        q_w = np.clip(np.trunc(v + np.copysign(np.float32(0.5), v)), -q, q).astype(self.dtype.numpy)
+        bound = q * int(np.abs(q_w.reshape(k, -1)).sum(axis=1, dtype=np.int64).max(initial=0))
         t = max(0, bound.bit_length() - 31)
         s_x = self.scale(self._input_tensor(layer))
         u0 = s_x * s_w * 2.0 ** t
@@ -270,7 +301,7 @@ class _LayerQuantizer:
                 units = np.full_like(units, design.entry_lsb)
             trail.append(float(units[0]))
         return SdpLayer(out.get("x1"), out.get("x2"), out.get("y"),
-                        _converter(float(units[0]) / s_out), layer.name), trail
+                        _converter(float(units[0]) / s_out), layer.name, self.dtype), trail
 
     def _stage_target(self, nxt, post: list[PostOp], s_out: float, value_tensor: str | None) -> float:
         """Units a stage's output is in (what its MUL aims for)."""
@@ -279,11 +310,12 @@ class _LayerQuantizer:
         if nxt.name == "y":
             return 2.0 ** -LUT_IN_SHIFT
         amax = self.amax(value_tensor)
+        q = self.q
         if isinstance(nxt.alu, tuple):                       # add / max / min: operand aligned
             s_t = self.scale(post[nxt.alu[1]].operand_tensor)
-            return s_t / 2.0 ** _fraction_bits(s_t, max(amax, 127 * s_t))
-        base = s_out if nxt.mul == "prelu" else max(amax, 1e-30) / 127.0
-        return base / 2.0 ** _fraction_bits(base, max(amax, 127 * base))
+            return s_t / 2.0 ** _fraction_bits(s_t, max(amax, q * s_t))
+        base = s_out if nxt.mul == "prelu" else max(amax, 1e-30) / q
+        return base / 2.0 ** _fraction_bits(base, max(amax, q * base))
 
     def _x2(self, st, post: list[PostOp], units: np.ndarray, target: float):
         u1 = float(units[0])
@@ -306,7 +338,7 @@ class _LayerQuantizer:
             p = post[st.mul[1]]
             s_t = self.scale(p.operand_tensor)
             amax_x = self.amax(p.op)
-            head = amax_x / s_t / u1 * 127 if amax_x else 2.0 ** 30
+            head = amax_x / s_t / u1 * self.q if amax_x else 2.0 ** 30
             n = max(0, math.ceil(math.log2(max(head, 1.0))) - 30)
             return XStage(mul="mul", mul_operand=p.operand, mul_shift=n, relu=st.relu), \
                 units * s_t * 2.0 ** n
@@ -321,10 +353,13 @@ class _LayerQuantizer:
 
     def pdp(self, layer: HwLayer) -> PdpLayer:
         p = layer.pdp
-        return PdpLayer(p.method, p.kernel, p.stride, p.pad, 0, layer.name)
+        return PdpLayer(p.method, p.kernel, p.stride, p.pad, 0, layer.name, self.dtype)
 
     def cdp(self, layer: HwLayer) -> CdpLayer:
         c = layer.cdp
+        if self.dtype != INT8:
+            raise UnsupportedError(f"'{layer.name}': LRN in {self.dtype} is not modelled by the "
+                                   "compiler (its CDP lookup table is designed for INT8 only)")
         s_x = self.scale(self.plan.network.op(layer.ops[0]).inputs[0])
         return lrn_layer(c.size, c.alpha, c.beta, c.k, s_x, self.scale(layer.ops[-1]), layer.name)
 
@@ -333,14 +368,81 @@ class _LayerQuantizer:
         return self.sdp(layer, self.scale(src), conv_out=src)[0]
 
 
+class _FloatLayers:
+    """FP16 parameters: the float network itself, converted to FP16 (no scales, no shifts)."""
+
+    def __init__(self, plan: HwPlan):
+        self.plan = plan
+
+    def conv(self, layer: HwLayer) -> ConvQuant:
+        c = layer.conv
+        k = c.weight.shape[0]
+        sdp = self.sdp(layer)
+        return ConvQuant(to_fp16(c.weight), np.ones(k), 1.0, 0, sdp, [])
+
+    @staticmethod
+    def _operand(values: np.ndarray):
+        """Per-kernel FP16 operand array, or one register value when all kernels share it."""
+        v = to_fp16(values)
+        return float(v[0]) if np.all(v == v[0]) else v
+
+    def sdp(self, layer: HwLayer) -> SdpLayer:
+        spec = layer.sdp
+        post = spec.post_ops
+        out: dict[str, object] = {}
+        for st in spec.stages:
+            kinds = {post[i].kind for i in st.post_ops}
+            if "clip" in kinds:
+                raise UnsupportedError(f"'{layer.name}': a clipped ReLU in FP16 is not modelled by "
+                                       "the compiler (its ceiling is the INT8 saturation point)")
+            if st.name == "y":
+                raise UnsupportedError(f"'{layer.name}': {st.lut} in FP16 is not modelled by the "
+                                       "compiler (the SDP lookup table is designed for INT8)")
+            if st.name == "x1":
+                alu = None
+                operand = 0.0
+                if st.alu == "bias":
+                    alu, operand = "sum", self._operand(next(p for p in post if p.kind == "bias").bias)
+                out["x1"] = XStage(alu, operand, 0, None, 1.0, 0, st.relu)
+            elif isinstance(st.alu, tuple):                 # element-wise add / max / min
+                alu = {"add": "sum", "max": "max", "min": "min"}[st.alu[0]]
+                out["x2"] = XStage(alu, post[st.alu[1]].operand, 0, None, 1.0, 0, st.relu)
+            elif st.mul == "prelu":
+                p = next(post[i] for i in st.post_ops if post[i].kind == "prelu")
+                out["x2"] = XStage(mul="prelu", mul_operand=self._operand(p.slope), relu=st.relu)
+            elif isinstance(st.mul, tuple):                 # element-wise product
+                out["x2"] = XStage(mul="mul", mul_operand=post[st.mul[1]].operand, relu=st.relu)
+            elif st.alu == "bias":                          # affine: (x + b / sc) * sc
+                p = next(post[i] for i in st.post_ops if post[i].kind in ("affine", "bias"))
+                sc = p.scale if p.scale is not None else np.ones_like(p.bias)
+                sc = np.where(np.abs(sc) < 1e-12, 1e-12, sc)
+                out["x2"] = XStage("sum", self._operand(p.bias / sc), 0, "mul",
+                                   self._operand(sc), 0, st.relu)
+            else:
+                raise NvdlaSimError(f"SDP stage {st.name} of '{layer.name}': nothing to convert")
+        return SdpLayer(out.get("x1"), out.get("x2"), None, IDENTITY, layer.name, FP16)
+
+    def pdp(self, layer: HwLayer) -> PdpLayer:
+        p = layer.pdp
+        return PdpLayer(p.method, p.kernel, p.stride, p.pad, 0, layer.name, FP16)
+
+    def cdp(self, layer: HwLayer) -> CdpLayer:
+        raise UnsupportedError(f"'{layer.name}': LRN in FP16 is not modelled by the compiler (no "
+                               "FP16 CDP lookup table design)")
+
+    def sdp_layer(self, layer: HwLayer) -> SdpLayer:
+        return self.sdp(layer)
+
+
 def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig | None = None
                   ) -> Calibration:
-    """Calibrate scales on `values` (the float reference) and fill every layer's `quant`."""
+    """Calibrate scales on `values` (the float reference) and fill every layer's `quant` in the
+    plan's precision."""
     cfg = cfg or QuantConfig()
     cal = calibrate(plan, values, cfg)
     for name, t in plan.tensors.items():
         t.scale = cal.scales.get(name)
-    lq = _LayerQuantizer(plan, cal, cfg)
+    lq = _FloatLayers(plan) if plan.dtype.is_float else _LayerQuantizer(plan, cal, cfg)
     for layer in plan.layers:
         if layer.kind == "conv":
             layer.quant = lq.conv(layer)

@@ -1,15 +1,16 @@
 """`nvdla-sim run`: a scenario from YAML to report.
 
     load_scenario -> build the network and its weights -> DLA support checks -> hardware-layer plan
-    -> (values mode) float32 reference + INT8 calibration and per-layer integer parameters
+    -> (values mode) float32 reference + calibration and per-layer parameters in the scenario's
+       precision (INT8 / INT16 integers, or FP16 values)
     -> compiler.lower.lower_and_run(plan, ctx): one register program on the engine
     -> report: per-layer cycles, MAC utilisation, DRAM bytes, bound, SQNR; totals; plots
 
 `lower_and_run` lowers every DLA layer of `plan.layers` (in order; `HwLayer.quant` holds the
 integer parameters in values mode) into register writes, places the tensors, runs the program on
 the engine with `ctx.dram` / `ctx.cvsram`, calls `ctx.gpu_fallback(layer, inputs)` for `gpu`
-layers in values mode, and returns per-layer timing and, in values mode, the int8 content of
-every root buffer.
+layers in values mode, and returns per-layer timing and, in values mode, the content of every
+root buffer (int8, int16 or float16 elements).
 """
 from __future__ import annotations
 
@@ -118,7 +119,7 @@ def _prepare(scn: Scenario) -> Prepared:
     check_fallback(scn, network, support)
     weights = network_weights(scn, network, model_weights)
     x = make_input(scn, network)
-    plan = build_plan(network, weights, scn.hardware, support)
+    plan = build_plan(network, weights, scn.hardware, support, scn.dtype)
     prep = Prepared(scn, network, weights, support, plan, x)
     if scn.values:
         prep.reference = run_reference(network, weights, x)
@@ -138,7 +139,7 @@ def gpu_fallback_fn(plan: HwPlan, weights: Weights):
             ins.append(dequantize(t.from_stored(inputs[name]), t.scale))
         y = run_op(op, ins, weights)
         t = plan.tensors[op.name]
-        return t.to_stored(quantize_tensor(y, t.scale))
+        return t.to_stored(quantize_tensor(y, t.scale, plan.dtype))
     return run
 
 
@@ -147,7 +148,7 @@ def context(prep: Prepared) -> LoweringContext:
     x_int8 = None
     if scn.values:
         t = prep.plan.tensors[prep.network.input_name]
-        x_int8 = t.to_stored(quantize_tensor(prep.input, t.scale))
+        x_int8 = t.to_stored(quantize_tensor(prep.input, t.scale, prep.plan.dtype))
     return LoweringContext(scn.hardware, scn.clock_mhz, scn.memory.dram, scn.memory.cvsram,
                            scn.memory.cvsram_bytes, scn.values, x_int8,
                            gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,

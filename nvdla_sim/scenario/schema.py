@@ -13,6 +13,7 @@ from typing import Any
 from ..compiler.network import Network, Shape
 from ..compiler.zoo import BUILTIN
 from ..config import HardwareConfig, load_hardware
+from ..datatype import BY_NAME, DataType
 from ..engine.memif import MemoryProfile, load_memory_profile
 from ..errors import NvdlaSimError
 from ..yaml_file import read_yaml
@@ -89,7 +90,7 @@ class Scenario:
     clock_mhz: float
     memory: MemorySpec
     network: NetworkSpec
-    precision: str
+    precision: str                     # int8 / int16 / fp16
     input: InputSpec
     weights: WeightsSpec
     quantization: QuantizationSpec
@@ -101,6 +102,11 @@ class Scenario:
     @property
     def values(self) -> bool:
         return self.mode == "values+timing"
+
+    @property
+    def dtype(self) -> DataType:
+        """The element type every DLA layer runs in."""
+        return BY_NAME[self.precision]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -403,6 +409,18 @@ def _outputs(value: Any, name: str) -> OutputsSpec:
                        _bool(d, "timeline", "outputs", False))
 
 
+def _precision(value: Any, hw: HardwareConfig) -> str:
+    """int8 / int16 / fp16, and one the hardware builds (the v2 presets: int8 only)."""
+    if not isinstance(value, str) or value.lower() not in BY_NAME:
+        raise FieldError("precision", f"must be one of {', '.join(BY_NAME)}, got {value!r}")
+    value = value.lower()
+    built = [t.lower() for t in hw.data_types]
+    if value not in built:
+        raise FieldError("precision", f"{value} is not a data type of {hw.name} (it has "
+                                      f"{', '.join(built)}; int16 and fp16 need nv_full)")
+    return value
+
+
 def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Scenario:
     """Validate a scenario mapping; relative input files resolve against `base`."""
     if isinstance(data, dict) and "base" in data and ("grid" in data or "points" in data):
@@ -417,13 +435,7 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
     clock = float(_number(d, "clock_mhz", "", 1000.0, minimum=0, exclusive=True))
     memory = _memory(d.get("memory"), hw, clock)
     network = _network(d.get("network"), base)
-    precision = d.get("precision", "int8")
-    if precision not in ("int8", "int16", "fp16"):
-        raise FieldError("precision", f"must be int8 (int16/fp16 exist only on nv_full), got {precision!r}")
-    if precision != "int8":
-        raise FieldError("precision", f"{precision} is not modelled by the scenario compiler (int8 only)")
-    if "int8" not in hw.data_types:
-        raise FieldError("precision", f"{hw.name} has no int8 datapath (data types: {list(hw.data_types)})")
+    precision = _precision(d.get("precision", "int8"), hw)
     return Scenario(
         path=None, name=name, hardware=hw, clock_mhz=clock, memory=memory, network=network,
         precision=precision, input=_input(d.get("input"), base),
