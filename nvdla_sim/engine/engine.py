@@ -150,6 +150,14 @@ class Engine:
             waiting = [u.describe_wait() for u in self.units.values() if u.describe_wait()]
             where = f"{self._current.where}: " if self._current is not None and \
                 self._current.where is not None else ""
+            if isinstance(self._current, WaitInterrupt):
+                # A txn `wait`: the line never rose again, e.g. one S_INTR_STATUS write cleared
+                # two interrupts raised in the same cycle.
+                raised = ", ".join(f"{src}{grp}@{cyc:.0f}" for cyc, src, grp in self.glb.raised)
+                raise NvdlaSimError(
+                    f"{where}deadlock at cycle {self.env.now:.0f}: wait: the interrupt line never "
+                    f"rose again (interrupts raised: {raised or 'none'}; "
+                    f"{'; '.join(waiting) or 'no unit is running'})") from None
             raise NvdlaSimError(
                 f"{where or program.name + ': '}deadlock at cycle {self.env.now:.0f}: awaited "
                 f"interrupt never raised ({'; '.join(waiting) or 'no unit is running'})") from None

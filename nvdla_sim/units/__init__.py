@@ -18,4 +18,7 @@ def build_units(engine: "Engine") -> dict[str, Unit]:
     from .pdp import Pdp, PdpRdma
     from .cdp import Cdp, CdpRdma
     classes = [Cdma, Csc, CmacA, CmacB, Cacc, SdpRdma, Sdp, PdpRdma, Pdp, CdpRdma, Cdp]
+    if engine.hw.features.bdma:
+        from .bdma import Bdma
+        classes.append(Bdma)
     return {cls.block: cls(engine) for cls in classes}
