@@ -6,8 +6,9 @@ import pytest
 
 from nvdla_sim.config import load_hardware
 from nvdla_sim.engine import Engine
-from nvdla_sim.errors import UnsupportedError
-from nvdla_sim.kernels.cdp import LE_ENTRIES, LO_ENTRIES, lrn_int8
+from nvdla_sim.datatype import INT8
+from nvdla_sim.errors import NvdlaSimError
+from nvdla_sim.kernels.cdp import LE_ENTRIES, LO_ENTRIES, lrn_int
 from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram, RegWrite
 from nvdla_sim.regs import register_map
 from nvdla_sim.units.cdp import decode_lrn
@@ -46,7 +47,7 @@ def run(values, cfg, le=None, lo=None, channels=None, lanes=8):
     cube[:len(values), 0, 0] = values
     le = table(LE_ENTRIES) if le is None else le
     lo = table(LO_ENTRIES, range(LO_ENTRIES)) if lo is None else lo
-    out, counters = lrn_int8(cube, channels or len(values), cfg, le, lo)
+    out, counters = lrn_int(cube, channels or len(values), cfg, le, lo)
     return out[:, 0, 0].tolist(), counters
 
 
@@ -271,7 +272,7 @@ def test_decode_signed_fields():
         "CDP.D_DATIN_SCALE": 0xFFFE, "CDP.D_FUNC_BYPASS": 2,
     }):
         engine.regs.write(w.addr, w.value)
-    cfg = decode_lrn(engine.regs["CDP"].view(0))
+    cfg = decode_lrn(engine.regs["CDP"].view(0), INT8)
     assert cfg["le_start"] == -(1 << 37)
     assert cfg["lo_end"] == (0x1F << 32) | 0xFFFFFFFF
     assert (cfg["le_index_select"], cfg["lo_index_select"]) == (-32, 31)
@@ -344,6 +345,6 @@ def test_units_lrn_from_memory_either_enable_order(rdma_first):
     assert engine.units["CDP"].lut.lo[256] == 299   # later writes stay at 256
 
 
-def test_int16_is_unsupported():
-    with pytest.raises(UnsupportedError, match="INT8"):
+def test_int16_on_nv_small_is_refused():
+    with pytest.raises(NvdlaSimError, match="INPUT_DATA(_TYPE)?=INT16: nv_small supports INT8 only"):
         Engine(load_hardware("nv_small")).run(_cdp_program(input_data=1))

@@ -6,10 +6,10 @@ import pytest
 
 from nvdla_sim.config import load_hardware
 from nvdla_sim.engine import Engine
-from nvdla_sim.errors import UnsupportedError
-from nvdla_sim.kernels.pdp import POOL_AVERAGE, POOL_MAX, POOL_MIN, pool_int8
+from nvdla_sim.errors import NvdlaSimError, UnsupportedError
+from nvdla_sim.kernels.pdp import POOL_AVERAGE, POOL_MAX, POOL_MIN, pool_int
 from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
-from nvdla_sim.units.pdp import (PoolingConfig, Strip, pad_value_int8, pool_cube,
+from nvdla_sim.units.pdp import (PoolingConfig, Strip, pad_value, pool_cube,
                                  strip_columns)
 
 from program_helpers import reg_writes
@@ -24,8 +24,8 @@ def pool(cube, out_h, out_w, method, kernel=(1, 1), stride=(1, 1), pad_left=0, p
     """Run the kernel on a (C, H, W) list-of-lists cube; kernel/stride are (width, height)."""
     x = np.array(cube, dtype=np.int8)
     out = np.full((x.shape[0], out_h, out_w), 99, np.int8)
-    empty = pool_int8(x, out, method, kernel[0], kernel[1], stride[0], stride[1], pad_left,
-                      pad_top, np.array(pad_values, np.int64), recip[0], recip[1])
+    empty = pool_int(x, out, method, kernel[0], kernel[1], stride[0], stride[1], pad_left,
+                     pad_top, np.array(pad_values, np.int64), recip[0], recip[1])
     assert empty == 0
     return out.tolist()
 
@@ -103,7 +103,7 @@ def test_average_strides_and_channels():
 
 def test_window_entirely_in_padding_is_reported():
     out = np.zeros((1, 1, 1), np.int8)
-    empty = pool_int8(np.zeros((1, 1, 1), np.int8), out, POOL_MAX, 2, 1, 1, 1, 3, 0,
+    empty = pool_int(np.zeros((1, 1, 1), np.int8), out, POOL_MAX, 2, 1, 1, 1, 3, 0,
                       np.zeros(7, np.int64), ONE, ONE)
     assert empty == 1
 
@@ -121,7 +121,7 @@ def test_window_entirely_in_padding_is_reported():
     (0x400, 10, -1024),
 ])
 def test_pad_value_sign_extension(raw, sign_bit, value):
-    assert pad_value_int8(raw, sign_bit) == value
+    assert pad_value(raw, sign_bit) == value
 
 
 def test_split_strip_columns():
@@ -257,7 +257,7 @@ def test_unit_on_the_fly_takes_the_sdp_stream():
     assert np.array_equal(_output(engine), _expected_max(cube))
 
 
-def test_int16_is_unsupported():
+def test_int16_on_nv_small_is_refused():
     program, _ = _pdp_program(POOL_MAX, input_data=1)
-    with pytest.raises(UnsupportedError, match="INT8"):
+    with pytest.raises(NvdlaSimError, match="INPUT_DATA=INT16: nv_small supports INT8 only"):
         Engine(load_hardware("nv_small")).run(program)

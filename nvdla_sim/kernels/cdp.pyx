@@ -1,16 +1,18 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""CDP local response normalisation (LRN) of one INT8 cube (NVDLA reference map 5.9).
+"""CDP local response normalisation (LRN) of one INT8 or INT16 cube (NVDLA reference map 5.9).
 
-Per pixel and per channel c of the padded channel range [0, surfaces*atom):
-  1. input convert  xc = sat9(round((x - DATIN_OFFSET8) * DATIN_SCALE / 2^DATIN_SHIFTER));
+Per pixel and per channel c of the padded channel range [0, surfaces*atom), with b the element
+bits (8 or 16):
+  1. input convert  xc = sat(b+1)(round((x - DATIN_OFFSET) * DATIN_SCALE / 2^DATIN_SHIFTER));
      channels at or beyond the cube's channel count are fed DATIN_OFFSET, i.e. xc = 0, and so are
      neighbours outside [0, padded channels);
   2. square sum     ss = sum of xc[j]^2 over j in [c - (n+1), c + (n+1)], n = NORMALZ_LEN
                     (SQSUM_BYPASS: ss = xc[c]);
   3. LUT            both tables (LE "raw", LO "density") are looked up, one result is chosen by
                     the hit/underflow/overflow priorities;
-  4. multiply       v = lut * xc[c] (MUL_BYPASS: v = lut), 25 bits;
-  5. output convert sat8(round((v - DATOUT_OFFSET25) * DATOUT_SCALE / 2^DATOUT_SHIFTER)).
+  4. multiply       v = lut * xc[c] (MUL_BYPASS: v = lut), 25 bits (INT8) or 33 bits (INT16);
+  5. output convert satb(round((v - DATOUT_OFFSET) * DATOUT_SCALE / 2^DATOUT_SHIFTER)).
+DATIN_OFFSET is b bits wide, DATOUT_OFFSET 25 (INT8) or 32 bits (INT16): the unit decodes them.
 All rounding is half away from zero.
 """
 from libc.stdint cimport int64_t, uint64_t
@@ -24,8 +26,10 @@ cdef enum:
     FRACTION_BITS = 16           # the interpolation fraction is kept to 16 bits
     INTERMEDIATE_BITS = 56       # slope and interpolation terms saturate to 56 bits
     LUT_RESULT_BITS = 16
-    ICVT_BITS = 9
-    OUT_BITS = 8
+
+ctypedef fused int_element:
+    signed char
+    short
 
 cdef enum Outcome:
     HIT = 0
@@ -137,7 +141,7 @@ cdef LutTable make_table(dict cfg, str prefix, const int64_t[::1] values, int la
                          bint exponent) except *:
     cdef LutTable t
     if values.shape[0] != last + 1:
-        raise ValueError(f"lrn_int8: the {prefix} table needs {last + 1} entries")
+        raise ValueError(f"lrn_int: the {prefix} table needs {last + 1} entries")
     t.values = &values[0]
     t.last = last
     t.exponent = exponent
@@ -150,23 +154,23 @@ cdef LutTable make_table(dict cfg, str prefix, const int64_t[::1] values, int la
     t.uflow_shift = cfg[f"{prefix}_uflow_shift"]
     t.oflow_shift = cfg[f"{prefix}_oflow_shift"]
     if exponent and not -128 <= t.index_offset <= 62:
-        raise ValueError("lrn_int8: LE exponent index offset must be in [-128, 62]")
-    if not exponent and not -32 <= t.index_select <= 31:
-        raise ValueError("lrn_int8: index select must be a signed 6-bit value")
+        raise ValueError("lrn_int: LE exponent index offset must be in [-128, 62]")
+    if not exponent and not -64 <= t.index_select <= 63:
+        raise ValueError("lrn_int: index select must be a signed 7-bit value")
     return t
 
 
-def lrn_int8(const signed char[:, :, ::1] cube, int channels, dict cfg,
-             const int64_t[::1] le_table, const int64_t[::1] lo_table):
+def lrn_int(const int_element[:, :, ::1] cube, int channels, dict cfg,
+            const int64_t[::1] le_table, const int64_t[::1] lo_table):
     """LRN of a whole (surfaces*atom, H, W) cube whose first `channels` lanes are real.
 
     `cfg` keys (register values already decoded, signed where the field is signed):
-      datin_offset (int8), datin_scale, datin_shift, normalz_len (0..3 for 3/5/7/9),
+      datin_offset (element bits), datin_scale, datin_shift, normalz_len (0..3 for 3/5/7/9),
       sqsum_bypass, mul_bypass, le_exponent, uflow_priority, oflow_priority, hybrid_priority
-      (1 = LO), datout_offset (25-bit), datout_scale, datout_shift,
+      (1 = LO), datout_offset (25 or 32 bits), datout_scale, datout_shift,
       le_/lo_ start, end (38-bit), index_select, uflow_scale, oflow_scale, uflow_shift,
       oflow_shift, and le_index_offset.
-    Returns (out int8 (surfaces*atom, H, W), counters dict: lut_uflow, lut_oflow, lut_hybrid,
+    Returns (out of the cube's type (surfaces*atom, H, W), counters dict: lut_uflow, lut_oflow, lut_hybrid,
     lut_le_hit, lut_lo_hit, out_saturation), counting every lane of every pixel.
     """
     cdef Py_ssize_t lanes = cube.shape[0], height = cube.shape[1], width = cube.shape[2]
@@ -176,11 +180,13 @@ def lrn_int8(const signed char[:, :, ::1] cube, int channels, dict cfg,
     cdef int64_t ss, le_y, lo_y, lut_y, v, r, o
     cdef Outcome le_out, lo_out
     cdef int64_t n_uflow = 0, n_oflow = 0, n_hybrid = 0, n_le_hit = 0, n_lo_hit = 0, n_sat = 0
+    cdef int out_bits = 8 * sizeof(int_element)
+    cdef int icvt_bits = out_bits + 1
 
     if not 0 < channels <= lanes:
-        raise ValueError("lrn_int8: channel count outside the cube")
+        raise ValueError("lrn_int: channel count outside the cube")
     if not 0 <= cfg["normalz_len"] <= 3:
-        raise ValueError("lrn_int8: NORMALZ_LEN must be 0..3")
+        raise ValueError("lrn_int: NORMALZ_LEN must be 0..3")
     k.datin_offset = cfg["datin_offset"]
     k.datin_scale = cfg["datin_scale"]
     k.datin_shift = cfg["datin_shift"]
@@ -196,9 +202,9 @@ def lrn_int8(const signed char[:, :, ::1] cube, int channels, dict cfg,
     le = make_table(cfg, "le", le_table, LE_LAST, cfg["le_exponent"])
     lo = make_table(cfg, "lo", lo_table, LO_LAST, False)
 
-    out_arr = np.empty((lanes, height, width), np.int8)
+    out_arr = np.empty((lanes, height, width), np.int8 if out_bits == 8 else np.int16)
     xc_arr = np.zeros(lanes, np.int64)
-    cdef signed char[:, :, ::1] out = out_arr
+    cdef int_element[:, :, ::1] out = out_arr
     cdef int64_t[::1] xc = xc_arr
 
     with nogil:
@@ -208,7 +214,7 @@ def lrn_int8(const signed char[:, :, ::1] cube, int channels, dict cfg,
                     if c < channels:
                         xc[c] = saturate(shift_right_round(
                             (cube[c, y, x] - k.datin_offset) * k.datin_scale, k.datin_shift),
-                            ICVT_BITS)
+                            icvt_bits)
                     else:
                         xc[c] = 0      # fed DATIN_OFFSET: converts to exactly 0
                 for c in range(lanes):
@@ -240,10 +246,10 @@ def lrn_int8(const signed char[:, :, ::1] cube, int channels, dict cfg,
                         n_hybrid += 1
                     v = lut_y if k.mul_bypass else lut_y * xc[c]
                     r = shift_right_round((v - k.datout_offset) * k.datout_scale, k.datout_shift)
-                    o = saturate(r, OUT_BITS)
+                    o = saturate(r, out_bits)
                     if o != r:
                         n_sat += 1
-                    out[c, y, x] = <signed char>o
+                    out[c, y, x] = <int_element>o
     counters = {"lut_uflow": n_uflow, "lut_oflow": n_oflow, "lut_hybrid": n_hybrid,
                 "lut_le_hit": n_le_hit, "lut_lo_hit": n_lo_hit, "out_saturation": n_sat}
     return out_arr, counters

@@ -7,6 +7,9 @@ throughput cycles per atom; when a chunk is narrower than the one before, its bu
 of the last chunk (RTL bufferin: more2less / cube_done).  A surface's output leaves when the next
 surface is in (the window spans neighbouring channels), so the last surface of a chunk leaves
 all at once at the chunk's end: a burst the write DMA takes at its request rate.
+
+Throughput is per byte (v1: 8 bytes a cycle, i.e. 8 INT8 or 4 INT16/FP16 channels): an atom costs
+the same whatever its element type, and the unit counts surfaces in elements per atom.
 """
 from __future__ import annotations
 

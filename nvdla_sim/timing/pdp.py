@@ -9,6 +9,10 @@ output rows), following the RTL's cal1d / cal2d rules (docs/timing-model-notes.m
     first  = kernel - pad_before
     bubble = flush - first + 1 if flush >= first else 0 (after every line / surface but the last)
     the last line / surface of a strip gets `flush` instead.
+
+Throughput is per byte, not per element: the core takes a fixed number of bytes a cycle (v1: 8,
+`pdp_throughput`), so an INT16/FP16 atom (16 channels) costs as many cycles as an INT8 one (32).
+The unit counts surfaces in elements per atom of its element type; nothing here depends on it.
 """
 from __future__ import annotations
 

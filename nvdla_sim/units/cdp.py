@@ -5,7 +5,9 @@ CDP_RDMA reads the input cube (all lanes of every atom) from memory and hands it
 works on what CDP_RDMA's registers describe.  CDP normalises across channels with the kernel
 `kernels/cdp.pyx` and writes the whole output cube, padding lanes included.
 
-The two LUTs (LE 65 entries, LO 257 entries, int16) are single, shared by both register groups,
+The element type (INT8, INT16, FP16) comes from D_DATA_FORMAT of each unit; a 32-byte atom holds
+32 INT8 or 16 INT16/FP16 channels.  The two LUTs (LE 65 entries, LO 257 entries, 16 bits: int16,
+or FP16 bit patterns in FP16) are single, shared by both register groups,
 and loaded through S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA: every DATA write in write mode stores
 one entry and advances the address, which stops at the table's last entry.
 """
@@ -16,9 +18,11 @@ from typing import Generator
 
 import numpy as np
 
-from ..kernels.cdp import lrn_int8
+from .. import datatype
+from ..datatype import DataType
+from ..kernels.cdp import lrn_int
 from ..kernels.fixed import sign_extend
-from ..layout import surfaces, write_cube
+from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
 from ..timing import cdp as cdp_timing
 from .base import Unit
@@ -26,11 +30,12 @@ from .lut_memory import LutMemory
 
 CHANNEL = "cdp_rdma->cdp"
 
-DATA_INT8 = 0
 LUT_START_END_BITS = 38         # S_LUT_*_START/END: LOW[31:0] + HIGH[5:0], two's complement
-LUT_INDEX_SELECT_BITS = 6       # the C model sign-extends the index selects from bit 5
-DATOUT_OFFSET_BITS = 25         # only the low 25 bits of D_DATOUT_OFFSET reach the converter
-DATIN_OFFSET_BITS = 8           # INT8: the low byte of D_DATIN_OFFSET
+# Per element type, as the C model's converters and LUT see the registers: the index selects are
+# sign-extended from bit 5 (INT8) or 6 (INT16); D_DATOUT_OFFSET reaches the converter with its
+# low 25 (INT8) or all 32 bits; D_DATIN_OFFSET with as many bits as an element.
+LUT_INDEX_SELECT_BITS = {"INT8": 6, "INT16": 7}
+DATOUT_OFFSET_BITS = {"INT8": 25, "INT16": 32}
 
 # Perf/status registers CDP updates at the end of a layer, from the kernel's counters.
 COUNTER_REGISTERS = {
@@ -41,22 +46,25 @@ COUNTER_REGISTERS = {
     "lut_lo_hit": "D_PERF_LUT_LO_HIT",
     "out_saturation": "D_OUT_SATURATION",
 }
-ZERO_FOR_INT8 = ("D_NAN_INPUT_NUM", "D_INF_INPUT_NUM", "D_NAN_OUTPUT_NUM")
+FP16_COUNTER_REGISTERS = {"nan_input": "D_NAN_INPUT_NUM", "inf_input": "D_INF_INPUT_NUM",
+                          "nan_output": "D_NAN_OUTPUT_NUM"}
 
 
 @dataclass(frozen=True)
 class CdpInput:
-    """What CDP_RDMA sends: the cube as read, (surfaces*atom, H, W) int8, and its real channels."""
+    """What CDP_RDMA sends: the cube as read, (surfaces*atom, H, W) of its element type, and its
+    real channels."""
     cube: np.ndarray | None          # None in timing-only runs
     channels: int
     size: tuple[int, int] = (0, 0)   # (width, height) of the cube
 
 
-def check_int8(unit: Unit, view: GroupView, reg: str, field: str) -> None:
-    fmt = view.field(reg, field)
-    if fmt != DATA_INT8:
-        raise unit.unsupported(f"{field}={fmt} ({'INT16' if fmt == 1 else 'FP16'}); "
-                               "only INT8 is modelled")
+def element_type(unit: Unit, view: GroupView, field: str) -> DataType:
+    """The element type D_DATA_FORMAT.<field> selects, if the hardware builds it."""
+    where = f"{unit.block}.D_DATA_FORMAT.{field}"
+    dtype = datatype.from_code(view.field("D_DATA_FORMAT", field), where)
+    datatype.require_supported(dtype, unit.hw.data_types, unit.hw.name, where)
+    return dtype
 
 
 # -- CDP_RDMA ----------------------------------------------------------------------------------
@@ -64,13 +72,18 @@ class CdpRdma(Unit):
     block = "CDP_RDMA"
 
     def execute(self, view: GroupView) -> Generator:
-        check_int8(self, view, "D_DATA_FORMAT", "INPUT_DATA")
-        atom = self.hw.memory_atomic_bytes
+        dtype = element_type(self, view, "INPUT_DATA")
+        atom = dtype.elements_per_atom(self.hw.memory_atomic_bytes)
         width = view.field("D_DATA_CUBE_WIDTH", "WIDTH") + 1
         height = view.field("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1
         channels = view.field("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1
         ram_type = view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE")
-        cube = self.read_src_cube(view, ram_type, width, height, channels)
+        cube = None
+        if self.engine.compute_values:
+            cube = read_cube(self.engine.memory.space(ram_type),
+                             view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
+                             width, height, channels, view.word("D_SRC_LINE_STRIDE"),
+                             view.word("D_SRC_SURFACE_STRIDE"), atom, dtype.numpy)
         self.engine.timing.announce(cdp_timing.CH_RDMA)
         yield from self.send(CHANNEL, CdpInput(cube, channels, (width, height)))
         yield from cdp_timing.rdma(self, cdp_timing.CdpGeometry(
@@ -86,10 +99,10 @@ def _start_end(view: GroupView, name: str) -> int:
     return sign_extend(low | (high << 32), LUT_START_END_BITS)
 
 
-def decode_lrn(view: GroupView) -> dict[str, int]:
-    """The CDP registers of one layer as the kernel's configuration (see `lrn_int8`)."""
+def decode_lrn(view: GroupView, dtype: DataType) -> dict[str, int]:
+    """The CDP registers of one layer as the kernel's configuration (see `lrn_int`)."""
     cfg = {
-        "datin_offset": view.sfield("D_DATIN_OFFSET", "DATIN_OFFSET", DATIN_OFFSET_BITS),
+        "datin_offset": view.sfield("D_DATIN_OFFSET", "DATIN_OFFSET", dtype.bits),
         "datin_scale": view.sfield("D_DATIN_SCALE", "DATIN_SCALE"),
         "datin_shift": view.field("D_DATIN_SHIFTER", "DATIN_SHIFTER"),
         "normalz_len": view.field("D_LRN_CFG", "NORMALZ_LEN"),
@@ -99,7 +112,8 @@ def decode_lrn(view: GroupView) -> dict[str, int]:
         "uflow_priority": view.field("S_LUT_CFG", "LUT_UFLOW_PRIORITY"),   # 1 = LO
         "oflow_priority": view.field("S_LUT_CFG", "LUT_OFLOW_PRIORITY"),
         "hybrid_priority": view.field("S_LUT_CFG", "LUT_HYBRID_PRIORITY"),
-        "datout_offset": view.sfield("D_DATOUT_OFFSET", "DATOUT_OFFSET", DATOUT_OFFSET_BITS),
+        "datout_offset": view.sfield("D_DATOUT_OFFSET", "DATOUT_OFFSET",
+                                     DATOUT_OFFSET_BITS[dtype.name]),
         "datout_scale": view.sfield("D_DATOUT_SCALE", "DATOUT_SCALE"),
         "datout_shift": view.field("D_DATOUT_SHIFTER", "DATOUT_SHIFTER"),
         "le_index_offset": view.sfield("S_LUT_INFO", "LUT_LE_INDEX_OFFSET"),
@@ -109,7 +123,7 @@ def decode_lrn(view: GroupView) -> dict[str, int]:
         cfg[f"{p}_start"] = _start_end(view, f"{table}_START")
         cfg[f"{p}_end"] = _start_end(view, f"{table}_END")
         cfg[f"{p}_index_select"] = view.sfield("S_LUT_INFO", f"LUT_{table}_INDEX_SELECT",
-                                               LUT_INDEX_SELECT_BITS)
+                                               LUT_INDEX_SELECT_BITS[dtype.name])
         for edge in ("UFLOW", "OFLOW"):
             cfg[f"{p}_{edge.lower()}_scale"] = view.sfield(
                 f"S_LUT_{table}_SLOPE_SCALE", f"LUT_{table}_SLOPE_{edge}_SCALE")
@@ -128,14 +142,16 @@ class Cdp(Unit):
         self.lut = LutMemory(definition).install(self.regs)
 
     def execute(self, view: GroupView) -> Generator:
-        check_int8(self, view, "D_DATA_FORMAT", "INPUT_DATA_TYPE")
-        cfg = decode_lrn(view)
+        dtype = element_type(self, view, "INPUT_DATA_TYPE")
+        if dtype.is_float:
+            raise self.unsupported("INPUT_DATA_TYPE=FP16 is not modelled yet")
+        cfg = decode_lrn(view, dtype)
         if cfg["le_exponent"] and cfg["le_index_offset"] > 62:
             raise self.unsupported(f"LUT_LE_INDEX_OFFSET={cfg['le_index_offset']} in exponent "
                                    "mode (2^offset does not fit the 64-bit datapath)")
         payload: CdpInput = yield from self.receive(CHANNEL)
         cube = payload.cube
-        atom = self.hw.memory_atomic_bytes
+        atom = dtype.elements_per_atom(self.hw.memory_atomic_bytes)
         ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
         lrn = not (cfg["sqsum_bypass"] and cfg["mul_bypass"])
         if cube is None:                       # timing only
@@ -143,22 +159,22 @@ class Cdp(Unit):
             yield from cdp_timing.core(self, cdp_timing.CdpGeometry(
                 width, height, surfaces(payload.channels, atom), lrn=lrn, ram_type=ram_type))
             return
-        if cube.dtype != np.int8 or cube.shape[0] % self.hw.memory_atomic_bytes:
+        if cube.dtype != dtype.numpy or cube.shape[0] % atom:
             raise self.unsupported(f"input cube {cube.shape} ({cube.dtype}) from CDP_RDMA is not "
-                                   "a whole-atom INT8 cube")
+                                   f"a whole-atom {dtype} cube (CDP_RDMA and CDP D_DATA_FORMAT "
+                                   "must agree)")
 
-        out, counters = lrn_int8(np.ascontiguousarray(cube), payload.channels, cfg,
-                                 self.lut.le, self.lut.lo)
+        out, counters = lrn_int(np.ascontiguousarray(cube), payload.channels, cfg,
+                                self.lut.le, self.lut.lo)
         write_cube(self.engine.memory.space(ram_type),
                    view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), out,
-                   view.word("D_DST_LINE_STRIDE"), view.word("D_DST_SURFACE_STRIDE"),
-                   self.hw.memory_atomic_bytes)
+                   view.word("D_DST_LINE_STRIDE"), view.word("D_DST_SURFACE_STRIDE"), atom)
         self.record_counters(view.group, counters)
         yield from cdp_timing.core(self, cdp_timing.CdpGeometry(
             cube.shape[2], cube.shape[1], cube.shape[0] // atom, lrn=lrn, ram_type=ram_type))
 
     def record_counters(self, group: int, counters: dict[str, int]) -> None:
         for key, reg in COUNTER_REGISTERS.items():
-            self.regs.set_word(reg, counters[key], group)   # 32-bit, wraps
-        for reg in ZERO_FOR_INT8:
-            self.regs.set_word(reg, 0, group)
+            self.regs.set_word(reg, counters[key] & 0xFFFFFFFF, group)   # 32-bit, wraps
+        for key, reg in FP16_COUNTER_REGISTERS.items():        # zero unless FP16
+            self.regs.set_word(reg, counters.get(key, 0) & 0xFFFFFFFF, group)
