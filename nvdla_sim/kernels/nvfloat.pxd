@@ -1,0 +1,476 @@
+# cython: language_level=3
+"""The NVDLA C model's float arithmetic (cmod hls/include/nvdla_float.h), bit for bit.
+
+Every function works on bit patterns held in a uint64 (sign | exponent | mantissa, the sign at bit
+`e + m`) of a format given by its exponent width `e` and mantissa width `m` (fp16 = (5, 10),
+fp17 = (6, 10), fp32 = (8, 23)); the bias is 2^(e-1) - 1.  Mantissas up to 30 bits and exponents up
+to 11 bits fit the 64-bit intermediates (the adder's aligned mantissa is 2m+4 bits wide).
+
+Where the C model is not IEEE 754 (its own words are "INF", "NaN", "denorm"; deviations tested in
+tests/test_nvfloat.py):
+- No infinities come out: every overflow, and every conversion or add of an INF input that
+  overflows, saturates to the largest finite value of the output format with the sign kept
+  (exponent all ones minus one, mantissa all ones: fp16 0x7bff = 65504).  An INF input is otherwise
+  an ordinary number 1.0 * 2^(emax - bias): INF + 1 stays the INF pattern, INF + INF saturates,
+  INF * 0 = 0, INF * 2^-k is finite, INF + a same-exponent value can produce a NaN pattern.
+- NaN: the first NaN operand (a before b) comes out unchanged, payload and sign; no quiet bit is
+  set.  A narrowing conversion keeps the LOW mantissa bits of the payload (fp32 0x7fc00000 ->
+  fp16 0x7c00, the INF pattern); a widening one keeps the payload in the low bits, unshifted
+  (fp16 0x7e00 -> fp32 0x7f800200).  Float -> int gives the most negative integer for a NaN.
+- Denormal inputs of add/sub/mul/compare are read with an implied 1 at exponent 0, i.e. as
+  1.f * 2^-bias instead of 0.f * 2^(1-bias); add/sub/mul results below the smallest normal flush to
+  a zero that keeps the result's sign.  fp16 -> fp17/fp32 converts denormals exactly; fp17 -> fp32
+  reads an fp17 denormal like add does (1.f * 2^-31); narrowing to fp16 makes correctly rounded
+  denormals, narrowing to fp17 flushes them to zero (unless they round up to the smallest normal).
+- Zero signs: x + (-x) and 0 + (-0) give a zero with the sign of the operand of larger magnitude
+  (the first one when equal), so (-3) + 3 = -0 and (-0) + (+0) = -0; int -> float 0 is +0.
+- Rounding is to nearest, ties to even, everywhere except float -> int, which rounds the magnitude
+  half away from zero (-2.5 -> -3) and saturates.  The adder keeps m+2 bits below the larger
+  operand's LSB and truncates the smaller operand beyond them (no sticky bit); the multiplier
+  rounds the exact product once.
+"""
+from libc.stdint cimport uint64_t, int64_t
+
+
+cdef extern from *:
+    int __builtin_clzll(unsigned long long) nogil
+
+
+# ---------------------------------------------------------------------------------------------
+# Bit fields
+# ---------------------------------------------------------------------------------------------
+
+cdef inline uint64_t mask_bits(int n) noexcept nogil:
+    """The low n bits set (n <= 64)."""
+    if n >= 64:
+        return <uint64_t>0xffffffffffffffff
+    if n <= 0:
+        return 0
+    return (<uint64_t>1 << n) - 1
+
+
+cdef inline int lead_zeros(uint64_t x, int width) noexcept nogil:
+    """Leading zero bits of x as a `width`-bit unsigned number (`width` when x is 0)."""
+    if x == 0:
+        return width
+    return __builtin_clzll(x) - (64 - width)
+
+
+cdef inline uint64_t shl(uint64_t x, int s) noexcept nogil:
+    """x << s, 0 when s >= 64; a negative s shifts right (the C model's signed shift amounts)."""
+    if s >= 64 or s <= -64:
+        return 0
+    if s < 0:
+        return x >> (-s)
+    return x << s
+
+
+cdef inline int fp_bias(int e) noexcept nogil:
+    return (1 << (e - 1)) - 1
+
+
+cdef inline uint64_t fp_pack(uint64_t sign, uint64_t expo, uint64_t mant, int e, int m) noexcept nogil:
+    return ((sign & 1) << (e + m)) | ((expo & mask_bits(e)) << m) | (mant & mask_bits(m))
+
+
+cdef inline bint fp_is_nan(uint64_t bits, int e, int m) noexcept nogil:
+    return ((bits >> m) & mask_bits(e)) == mask_bits(e) and (bits & mask_bits(m)) != 0
+
+
+cdef inline uint64_t fp_max_finite(uint64_t sign, int e, int m) noexcept nogil:
+    """What the C model calls INF: the largest finite value with the given sign."""
+    return fp_pack(sign, mask_bits(e) - 1, mask_bits(m), e, m)
+
+
+# ---------------------------------------------------------------------------------------------
+# Mantissa rounding
+# ---------------------------------------------------------------------------------------------
+
+cdef inline uint64_t mant_round_rne(uint64_t x, int in_bits, int out_bits, bint *carry_out) noexcept nogil:
+    """Keep the top `out_bits` of an `in_bits`-wide mantissa, rounding to nearest even.
+
+    The result wraps to `out_bits` bits; *carry_out tells that rounding carried out of them (the
+    result is then 0 and the caller bumps the exponent).  A narrower input is shifted up exactly.
+    """
+    cdef int drop
+    cdef uint64_t kept, guard, sticky, carry
+    if in_bits <= out_bits:
+        carry_out[0] = False
+        return x << (out_bits - in_bits)
+    drop = in_bits - out_bits
+    kept = x >> drop
+    guard = (x >> (drop - 1)) & 1
+    sticky = (x & mask_bits(drop - 1)) != 0
+    carry = guard & (sticky | (kept & 1))
+    carry_out[0] = carry != 0 and kept == mask_bits(out_bits)
+    return (kept + carry) & mask_bits(out_bits)
+
+
+cdef inline uint64_t mant_round_denorm(uint64_t mant, int in_m, int shift, int out_m,
+                                       bint *carry_out) noexcept nogil:
+    """1.mant (in_m fraction bits) shifted right by `shift` >= 1, rounded RNE to out_m bits.
+
+    The denormal result of a narrowing conversion; *carry_out says it rounded up to the smallest
+    normal (the returned mantissa is then 0).
+    """
+    cdef int low = in_m - out_m
+    cdef uint64_t p1 = mant | (<uint64_t>1 << in_m)
+    cdef uint64_t guard = shl(p1, -(low + shift - 1)) & 1
+    cdef uint64_t sticky = (p1 & mask_bits(low + shift - 1)) != 0
+    cdef uint64_t least = shl(p1, -(low + shift)) & 1
+    cdef uint64_t carry = guard & (sticky | least)
+    cdef uint64_t total = ((shl(p1, -shift) >> low) & mask_bits(out_m + 1)) + carry
+    total &= mask_bits(out_m + 1)
+    carry_out[0] = (total >> out_m) & 1
+    return total & mask_bits(out_m)
+
+
+# ---------------------------------------------------------------------------------------------
+# Width conversions
+# ---------------------------------------------------------------------------------------------
+
+cdef inline uint64_t fp_widen(uint64_t bits, int ie, int im, int oe, int om, bint denorm) noexcept nogil:
+    """To a format at least as wide in both fields (FpWidthInc: mantissa first, then exponent).
+
+    denorm: convert input denormals exactly (fp16 -> fp17/fp32); otherwise a denormal is read as
+    1.f * 2^-bias (fp17 -> fp32).  INF saturates, a NaN keeps its payload unshifted.
+    """
+    cdef uint64_t sign = (bits >> (ie + im)) & 1
+    cdef uint64_t expo = (bits >> im) & mask_bits(ie)
+    cdef uint64_t imant = bits & mask_bits(im)
+    cdef uint64_t mant = imant << (om - im)
+    cdef bint is_nan = expo == mask_bits(ie) and imant != 0
+    cdef int zc
+    cdef uint64_t o_expo
+    if is_nan:
+        mant = imant
+    if ie == oe:
+        return fp_pack(sign, expo, mant, oe, om)
+    if expo == 0 and mant == 0:
+        return fp_pack(sign, 0, 0, oe, om)
+    o_expo = expo + <uint64_t>(fp_bias(oe) - fp_bias(ie))
+    if denorm and expo == 0:
+        zc = lead_zeros(mant, om)
+        o_expo = <uint64_t>(fp_bias(oe) - fp_bias(ie) - zc)
+        mant = (mant << (zc + 1)) & mask_bits(om)
+    if expo == mask_bits(ie):
+        if mant == 0:
+            return fp_max_finite(sign, oe, om)
+        return fp_pack(sign, mask_bits(oe), mant, oe, om)
+    return fp_pack(sign, o_expo, mant, oe, om)
+
+
+cdef inline uint64_t fp_narrow(uint64_t bits, int ie, int im, int oe, int om, bint denorm) noexcept nogil:
+    """To a format no wider in either field (FpWidthDec; FpExpoWidthDec when im == om).
+
+    Rounds to nearest even; too large saturates; denorm: produce output denormals (fp16),
+    otherwise flush them to zero unless they round up to the smallest normal (fp17).  A NaN keeps
+    the low `om` bits of its payload.
+    """
+    cdef uint64_t sign = (bits >> (ie + im)) & 1
+    cdef int64_t expo = <int64_t>((bits >> im) & mask_bits(ie))
+    cdef uint64_t mant = bits & mask_bits(im)
+    cdef int64_t delta = fp_bias(ie) - fp_bias(oe)
+    cdef uint64_t o_mant = 0
+    cdef int64_t o_expo = 0
+    cdef bint carry = False
+    if expo == <int64_t>mask_bits(ie) and mant != 0:
+        return fp_pack(sign, mask_bits(oe), mant, oe, om)
+    if expo >= <int64_t>mask_bits(oe) + delta:
+        return fp_max_finite(sign, oe, om)
+    if expo < delta - om:
+        return fp_pack(sign, 0, 0, oe, om)
+    if expo <= delta:
+        o_mant = mant_round_denorm(mant, im, <int>(delta - expo + 1), om, &carry)
+        if carry:
+            return fp_pack(sign, 1, o_mant, oe, om)
+        if not denorm:
+            return fp_pack(sign, 0, 0, oe, om)
+        return fp_pack(sign, 0, o_mant, oe, om)
+    o_expo = expo - delta
+    o_mant = mant_round_rne(mant | (<uint64_t>1 << im), im + 1, om + 1, &carry) & mask_bits(om)
+    if carry:
+        o_expo += 1
+        if o_expo == <int64_t>mask_bits(oe):
+            return fp_max_finite(sign, oe, om)
+    return fp_pack(sign, <uint64_t>o_expo, o_mant, oe, om)
+
+
+# ---------------------------------------------------------------------------------------------
+# Arithmetic
+# ---------------------------------------------------------------------------------------------
+
+cdef inline uint64_t fp_add(uint64_t a, uint64_t b, int e, int m) noexcept nogil:
+    """a + b (FpAdd): align on the larger operand with m+2 guard bits, add, normalise, RNE."""
+    cdef uint64_t emax = mask_bits(e)
+    cdef int extra = m + 2                # bits kept below the larger operand's LSB
+    cdef int width = 2 * m + 3            # aligned mantissa width
+    cdef uint64_t a_sign = (a >> (e + m)) & 1, b_sign = (b >> (e + m)) & 1
+    cdef uint64_t a_expo = (a >> m) & emax, b_expo = (b >> m) & emax
+    cdef uint64_t a_mant = a & mask_bits(m), b_mant = b & mask_bits(m)
+    cdef uint64_t a_p1 = a_mant, b_p1 = b_mant
+    cdef bint a_larger, is_inf = False, carry = False
+    cdef uint64_t o_sign, o_expo, big, small, total, o_mant
+    cdef int diff, zc
+    if fp_is_nan(a, e, m):
+        return a & mask_bits(1 + e + m)
+    if fp_is_nan(b, e, m):
+        return b & mask_bits(1 + e + m)
+    if a_expo != 0 or a_mant != 0:
+        a_p1 |= <uint64_t>1 << m         # implied 1, also on denormals
+    if b_expo != 0 or b_mant != 0:
+        b_p1 |= <uint64_t>1 << m
+    a_larger = a_expo > b_expo or (a_expo == b_expo and a_mant >= b_mant)
+    if a_larger:
+        o_sign = a_sign
+        o_expo = a_expo
+        diff = <int>(a_expo - b_expo)
+        big = a_p1 << extra
+        small = shl(b_p1, extra - diff)  # bits beyond the guard bits are truncated
+    else:
+        o_sign = b_sign
+        o_expo = b_expo
+        diff = <int>(b_expo - a_expo)
+        big = b_p1 << extra
+        small = shl(a_p1, extra - diff)
+    if a_sign == b_sign:
+        total = big + small
+    else:
+        total = big - small
+    if (total >> width) & 1:
+        if o_expo < emax - 1:
+            o_expo += 1
+            total >>= 1
+        else:
+            is_inf = True
+            total = 0
+    else:
+        zc = lead_zeros(total, width)
+        if o_expo <= <uint64_t>zc or total == 0:
+            o_expo = 0                   # below the smallest normal: signed zero
+            total = 0
+        else:
+            o_expo -= zc
+            total <<= zc
+    o_mant = mant_round_rne(total, width, m + 1, &carry)
+    if carry:
+        if o_expo < emax - 1:
+            o_expo += 1
+        else:
+            is_inf = True
+    if is_inf:
+        return fp_max_finite(o_sign, e, m)
+    return fp_pack(o_sign, o_expo, o_mant, e, m)
+
+
+cdef inline uint64_t fp_sub(uint64_t a, uint64_t b, int e, int m) noexcept nogil:
+    """a - b (FpSub): a + b with b's sign flipped (a NaN b keeps its flipped sign)."""
+    return fp_add(a, b ^ (<uint64_t>1 << (e + m)), e, m)
+
+
+cdef inline uint64_t fp_mul(uint64_t a, uint64_t b, int e, int m) noexcept nogil:
+    """a * b (FpMul): exact (2m+2)-bit product, one RNE to m bits; no denormal results."""
+    cdef uint64_t emax = mask_bits(e)
+    cdef uint64_t bias = <uint64_t>fp_bias(e)
+    cdef int pw = 2 * m + 1               # product fraction width
+    cdef uint64_t a_expo = (a >> m) & emax, b_expo = (b >> m) & emax
+    cdef uint64_t a_mant = a & mask_bits(m), b_mant = b & mask_bits(m)
+    cdef uint64_t sign = ((a ^ b) >> (e + m)) & 1
+    cdef uint64_t prod, p_expo, p_mant, o_mant
+    cdef bint carry = False
+    if fp_is_nan(a, e, m):
+        return a & mask_bits(1 + e + m)
+    if fp_is_nan(b, e, m):
+        return b & mask_bits(1 + e + m)
+    if (a_expo == 0 and a_mant == 0) or (b_expo == 0 and b_mant == 0) or a_expo + b_expo < bias:
+        return fp_pack(sign, 0, 0, e, m)
+    if a_expo + b_expo >= emax + bias:
+        return fp_max_finite(sign, e, m)
+    prod = (a_mant | (<uint64_t>1 << m)) * (b_mant | (<uint64_t>1 << m))
+    p_expo = a_expo + b_expo - bias
+    if (prod >> pw) & 1:
+        if p_expo >= emax - 1:
+            return fp_max_finite(sign, e, m)
+        p_expo += 1
+        p_mant = prod & mask_bits(pw)
+    else:
+        p_mant = (prod << 1) & mask_bits(pw)
+    o_mant = mant_round_rne(p_mant | (<uint64_t>1 << pw), pw + 1, m + 1, &carry) & mask_bits(m)
+    if carry:
+        p_expo += 1
+        if p_expo == emax:
+            return fp_max_finite(sign, e, m)
+    if p_expo == 0:
+        return fp_pack(sign, 0, 0, e, m)
+    return fp_pack(sign, p_expo, o_mant, e, m)
+
+
+cdef inline bint fp_greater(uint64_t a, uint64_t b, int e, int m) noexcept nogil:
+    """a > b as FpCmp decides it: by sign, then exponent and mantissa fields (+0 > -0)."""
+    cdef uint64_t a_sign = (a >> (e + m)) & 1, b_sign = (b >> (e + m)) & 1
+    cdef uint64_t a_mag = a & mask_bits(e + m), b_mag = b & mask_bits(e + m)
+    if a_sign == 0:
+        return b_sign == 1 or a_mag > b_mag
+    return b_sign == 1 and not (a_mag > b_mag)
+
+
+cdef inline uint64_t fp_max(uint64_t a, uint64_t b, int e, int m) noexcept nogil:
+    """max(a, b) (FpMax): the first NaN operand wins; equal values give b."""
+    if fp_is_nan(a, e, m):
+        return a
+    if fp_is_nan(b, e, m):
+        return b
+    return a if fp_greater(a, b, e, m) else b
+
+
+cdef inline uint64_t fp_min(uint64_t a, uint64_t b, int e, int m) noexcept nogil:
+    """min(a, b) (FpMin): the first NaN operand wins; equal values give a."""
+    if fp_is_nan(a, e, m):
+        return a
+    if fp_is_nan(b, e, m):
+        return b
+    return b if fp_greater(a, b, e, m) else a
+
+
+cdef inline uint64_t fp_relu(uint64_t x, int e, int m) noexcept nogil:
+    """max(x, 0) (FpRelu): a negative (including -0) gives +0, a NaN passes."""
+    if fp_is_nan(x, e, m) or ((x >> (e + m)) & 1) == 0:
+        return x
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Integer <-> float
+# ---------------------------------------------------------------------------------------------
+
+cdef inline uint64_t fp_from_int(int64_t value, int int_bits, int e, int m) noexcept nogil:
+    """A two's-complement `int_bits`-bit integer to float (FpIntToFloat): RNE, saturating."""
+    cdef uint64_t emax = mask_bits(e)
+    cdef uint64_t raw = <uint64_t>value & mask_bits(int_bits)
+    cdef uint64_t sign = (raw >> (int_bits - 1)) & 1
+    cdef uint64_t mag, o_expo, o_mant
+    cdef int zc
+    cdef bint carry = False
+    if raw == 0:
+        return 0
+    mag = ((~raw + 1) if sign else raw) & mask_bits(int_bits)
+    zc = lead_zeros(mag, int_bits)
+    # the exponent register is e bits wide and wraps (never reached by the cmod's formats)
+    o_expo = <uint64_t>(int_bits - 1 - zc + fp_bias(e)) & emax
+    o_mant = mant_round_rne((mag << zc) & mask_bits(int_bits), int_bits, m + 1, &carry)
+    if o_expo == emax:
+        return fp_max_finite(sign, e, m)
+    if carry:
+        if o_expo >= emax - 1:
+            return fp_max_finite(sign, e, m)
+        o_expo += 1
+    return fp_pack(sign, o_expo, o_mant, e, m)
+
+
+cdef inline int64_t fp_to_int(uint64_t bits, int e, int m, int int_bits) noexcept nogil:
+    """Float to a signed `int_bits`-bit integer (FpFloatToInt, int_bits <= 63).
+
+    The magnitude rounds half up (so ties go away from zero) and saturates; a NaN gives the most
+    negative integer.  Zero and denormals read with an implied 1 are far below 1/2 and give 0.
+    """
+    cdef uint64_t sign = (bits >> (e + m)) & 1
+    cdef int64_t expo = <int64_t>((bits >> m) & mask_bits(e))
+    cdef uint64_t p1 = (bits & mask_bits(m)) | (<uint64_t>1 << m)
+    cdef int64_t hi = <int64_t>mask_bits(int_bits - 1)
+    cdef int64_t shift = m - (expo - fp_bias(e))
+    cdef uint64_t mag
+    if fp_is_nan(bits, e, m):
+        return -hi - 1
+    if shift <= 0:
+        if m - shift >= int_bits - 1:
+            return -hi - 1 if sign else hi
+        mag = p1 << (-shift)
+    else:
+        mag = shl(p1, -shift) + (shl(p1, -(shift - 1)) & 1)
+    if mag > <uint64_t>hi:
+        return -hi - 1 if sign else hi
+    return -<int64_t>mag if sign else <int64_t>mag
+
+
+cdef inline uint64_t fp_from_fraction(uint64_t frac, int frac_bits, int e, int m) noexcept nogil:
+    """An unsigned fraction frac * 2^-frac_bits to float (FpFractionToFloat), RNE; 0 -> +0."""
+    cdef int zc
+    cdef uint64_t o_expo = <uint64_t>fp_bias(e)
+    cdef uint64_t shifted, o_mant
+    cdef bint carry = False
+    if frac == 0:
+        return 0
+    zc = lead_zeros(frac, frac_bits)
+    shifted = (frac << (zc + 1)) & mask_bits(frac_bits + 1)   # leading 1 at bit frac_bits
+    if frac_bits <= m:
+        # the C model shifts within frac_bits bits here (unused by the cmod's instances)
+        o_mant = ((shifted & mask_bits(frac_bits)) << (m - frac_bits)) & mask_bits(frac_bits)
+        return fp_pack(0, o_expo - zc - 1, o_mant, e, m)
+    o_mant = mant_round_rne(shifted, frac_bits + 1, m + 1, &carry)
+    if carry:
+        return fp_pack(0, o_expo - zc, 0, e, m)
+    if o_expo <= <uint64_t>(zc + 1):
+        return 0
+    return fp_pack(0, o_expo - zc - 1, o_mant, e, m)
+
+
+cdef inline void fp_to_int_frac(uint64_t bits, int e, int m, int64_t right_shift, int shift_bits,
+                                int int_bits, int frac_bits, uint64_t *int_out,
+                                uint64_t *frac_out) noexcept nogil:
+    """|x| * 2^-right_shift split into an unsigned integer part saturated to `int_bits` bits and
+    the `frac_bits` fraction bits below it (FpFloatToIntFrac, the SDP LUT index; frac_bits <= 63).
+
+    The sign is ignored and the implied 1 always added; the unbiased exponent wraps to e signed
+    bits (an INF/NaN exponent reads as -2^(e-1)); a NaN gives 0, 0.  Reads `right_shift` as a
+    `shift_bits`-bit signed register value.
+    """
+    cdef uint64_t p1 = (bits & mask_bits(m)) | (<uint64_t>1 << m)
+    cdef int64_t expo = <int64_t>((bits >> m) & mask_bits(e))
+    cdef int64_t unbiased = (expo - fp_bias(e)) & <int64_t>mask_bits(e)
+    cdef int64_t rshift = right_shift & <int64_t>mask_bits(shift_bits)
+    cdef int64_t lshift
+    cdef uint64_t int_max = mask_bits(int_bits)
+    if fp_is_nan(bits, e, m):
+        int_out[0] = 0
+        frac_out[0] = 0
+        return
+    if unbiased >= (<int64_t>1 << (e - 1)):
+        unbiased -= <int64_t>1 << e
+    if rshift >= (<int64_t>1 << (shift_bits - 1)):
+        rshift -= <int64_t>1 << shift_bits
+    lshift = unbiased - rshift - m
+    if lshift >= 0:
+        frac_out[0] = 0
+        # p1 >= 2^m: any left shift that keeps it in 64 bits is compared exactly
+        if lshift + m + 1 > 63 or (p1 << lshift) > int_max:
+            int_out[0] = int_max
+        else:
+            int_out[0] = p1 << lshift
+        return
+    int_out[0] = shl(p1, <int>lshift)
+    if int_out[0] > int_max:
+        int_out[0] = int_max
+    frac_out[0] = shl(p1 & mask_bits(frac_bits), <int>(frac_bits + lshift)) & mask_bits(frac_bits)
+
+
+# ---------------------------------------------------------------------------------------------
+# The named formats of the C model's units
+# ---------------------------------------------------------------------------------------------
+
+cdef inline uint64_t fp16_to_fp32(uint64_t x) noexcept nogil:
+    return fp_widen(x, 5, 10, 8, 23, True)
+
+cdef inline uint64_t fp32_to_fp16(uint64_t x) noexcept nogil:
+    return fp_narrow(x, 8, 23, 5, 10, True)
+
+cdef inline uint64_t fp16_to_fp17(uint64_t x) noexcept nogil:
+    return fp_widen(x, 5, 10, 6, 10, True)
+
+cdef inline uint64_t fp17_to_fp16(uint64_t x) noexcept nogil:
+    return fp_narrow(x, 6, 10, 5, 10, True)
+
+cdef inline uint64_t fp17_to_fp32(uint64_t x) noexcept nogil:
+    return fp_widen(x, 6, 10, 8, 23, False)
+
+cdef inline uint64_t fp32_to_fp17(uint64_t x) noexcept nogil:
+    return fp_narrow(x, 8, 23, 6, 10, False)
