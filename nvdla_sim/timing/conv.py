@@ -117,8 +117,10 @@ def csc_geometry(hw: "HardwareConfig", image: bool, out_w: int, out_h: int, kern
 
 
 # -- CDMA ----------------------------------------------------------------------------------------
-def cdma(unit: "Unit", geom: CdmaGeometry) -> Generator:
-    """CDMA's layer: the data and weight channels, until both have fetched everything."""
+def cdma(unit: "Unit", geom: CdmaGeometry, on_data_done=None, on_weight_done=None) -> Generator:
+    """CDMA's layer: the data and weight channels, until both have fetched everything.
+    `on_data_done` / `on_weight_done` are called the cycle each channel finishes (the hardware
+    raises CDMA_DAT and CDMA_WT separately: a trace may wait for them one after the other)."""
     tm: TimingModel = unit.engine.timing
     env, p = tm.env, tm.params
     r = p.rates
@@ -149,6 +151,9 @@ def cdma(unit: "Unit", geom: CdmaGeometry) -> Generator:
     yield from wait_until(env, env.now + p.conv.cdma_request_cycles)
     dat = env.process(_cdma_data(tm, geom, data_pool))
     wt = env.process(_cdma_weight(tm, geom, weight_pool))
+    for proc, callback in ((dat, on_data_done), (wt, on_weight_done)):
+        if callback is not None:
+            proc.callbacks.append(lambda _event, cb=callback: cb())
     result = yield dat & wt
     return result[dat], result[wt]
 
@@ -282,7 +287,9 @@ def cmac(unit: "Unit", layer: dict) -> Generator:
 
 
 # -- CACC ------------------------------------------------------------------------------------------
-def cacc(unit: "Unit") -> Generator:
+def cacc(unit: "Unit", kernel_group: int = 0) -> Generator:
+    """Delivery of each output atom: the kernel group's channels at the SDP input rate (INT16/FP16
+    groups hold half the kernels, so an atom of them takes half the cycles) plus the RAM read."""
     tm: TimingModel = unit.engine.timing
     env, p = tm.env, tm.params
     r = p.rates
@@ -291,6 +298,8 @@ def cacc(unit: "Unit") -> Generator:
     inp = tm.channel(CH_STRIPE)
     out = tm.channel(CH_SDP)
     c = r.cacc_cycles_per_atom
+    if kernel_group and kernel_group != unit.hw.atomic_k:
+        c = kernel_group / max(1, unit.hw.sdp.bs_throughput) + p.conv.cacc_ram_read_cycles
     free = env.now
     while True:
         seg = yield from waited(env, inp.get(), tracker, "no stripe")

@@ -23,7 +23,7 @@ from ..layout import surfaces
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
-from .cdma import atom_elements, conv_precision, require_no_batch
+from .cdma import atom_elements, conv_precision, kernels_per_group, require_no_batch
 from .cmac import CHANNEL_CACC_A, CHANNEL_CACC_B, MacPartial
 
 CHANNEL_SDP = "cacc->sdp"
@@ -73,4 +73,4 @@ class Cacc(Unit):
             self.regs.set_word("D_OUT_SATURATION", saturated, view.group)
         self.engine.timing.announce(conv_timing.CH_SDP)
         yield from self.send(CHANNEL_SDP, out)
-        yield from conv_timing.cacc(self)
+        yield from conv_timing.cacc(self, kernels_per_group(self.hw, dtype))

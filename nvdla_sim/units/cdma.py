@@ -184,9 +184,10 @@ class Cdma(Unit):
             data_ram_type=view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE"),
             weight_ram_type=view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE"),
             keep_data=bool(view.field("D_MISC_CFG", "SKIP_DATA_RLS")), keep_weights=keep_all)
-        yield from conv_timing.cdma(self, geom)
-        self.engine.glb.raise_interrupt("CDMA_DAT", view.group)
-        self.engine.glb.raise_interrupt("CDMA_WT", view.group)
+        glb = self.engine.glb
+        yield from conv_timing.cdma(
+            self, geom, on_data_done=lambda: glb.raise_interrupt("CDMA_DAT", view.group),
+            on_weight_done=lambda: glb.raise_interrupt("CDMA_WT", view.group))
 
     def load_input(self, view: GroupView, fmt: int, dtype: DataType) -> tuple[CbufData, int]:
         """The input as CBUF holds it (entries; in values mode also its bytes, converted) and the
