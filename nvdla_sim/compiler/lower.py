@@ -555,12 +555,17 @@ def lower_and_run(plan: HwPlan, ctx: LoweringContext) -> PlanResult:
 # Trace tests out
 
 def emit_trace(plan: HwPlan, ctx: LoweringContext, folder: Path | str, name: str,
-               memory="rtl_testbench") -> tuple[Path, RunResult]:
-    """Write the compiled network as one nvdla/hw trace test `<folder>/<name>/<name>.cfg` (+ .dat
-    images): the whole program with a check_crc of every hardware layer's output, each expected
-    CRC computed by a run of that very program on the simulator."""
-    from ..frontends.cfg_writer import write_cfg
+               memory="rtl_testbench", fmt: str | None = None) -> tuple[Path, RunResult]:
+    """Write the compiled network as one nvdla/hw trace test: the whole program with a check of
+    every hardware layer's output, each expected value computed by a run of that very program on
+    the simulator.  `fmt` "cfg" (the v2 trace tests: `<folder>/<name>/<name>.cfg` + .dat images,
+    check_crc) or "txn" (the v1 trace player: `<folder>/<name>/input.txn` + .dat images, a
+    dump_mem of each output against a golden image); default by the hardware's NVDLA version.
+    Returns the written trace file and the run."""
     from .emit import simulate_crcs
+    fmt = fmt or ("txn" if ctx.hw.nvdla_version == 1 else "cfg")
+    if fmt not in ("cfg", "txn"):
+        raise NvdlaSimError(f"trace format '{fmt}': use cfg (v2 trace tests) or txn (v1 trace player)")
     if not ctx.values:
         raise NvdlaSimError("--emit-cfg needs the values (memory images and CRCs)")
     gpu = [layer for layer in plan.layers if layer.kind == "gpu"]
@@ -573,6 +578,11 @@ def emit_trace(plan: HwPlan, ctx: LoweringContext, folder: Path | str, name: str
     dla_plan = replace(plan, layers=[layer for layer in plan.layers if layer.kind != "gpu"])
     lowered = lower(dla_plan, ctx, images=True, crc_checks=True, name=name)
     program, result = simulate_crcs(lowered.program, ctx.hw, memory)
+    if fmt == "txn":
+        from ..frontends.txn_writer import emit_txn_trace
+        out, result = emit_txn_trace(program, ctx.hw, Path(folder) / name, name, memory)
+        return out / "input.txn", result
+    from ..frontends.cfg_writer import write_cfg
     path = write_cfg(program, Path(folder) / name, name, ctx.hw.nvdla_version)
     return path, result
 

@@ -2,9 +2,11 @@
 
 One row per network layer as the DLA runs it (a convolution with its fused bias, batch norm, ReLU,
 element-wise and pooling is one row; its hardware layers are listed).  Columns: hardware layers,
-cycles (first start to last end of the row's hardware layers), MAC utilisation (useful MACs over
-cycles x the preset's MACs), DRAM bytes read + written, the bound, and in values mode the SQNR and
-max abs error of the row's INT8 output against the float32 reference.
+the precision it ran in (INT8 / INT16 / FP16; FP32 for GPU fallback), cycles (first start to last
+end of the row's hardware layers), MAC utilisation (useful MACs over cycles x the MACs the preset
+has in that precision: half of its INT8 MACs for INT16/FP16), DRAM bytes read + written, the
+bound, and in values mode the SQNR and max abs error of the row's output (dequantised INT8/INT16,
+or FP16 as it is) against the float32 reference.
 
 Bound (per row): what lowering reports for its longest hardware layer (compiler/lower.py: MAC, memory,
 CBUF, or the SDP / PDP / CDP core, whichever needs the most cycles), else MAC when the row's ideal
@@ -36,6 +38,7 @@ class LayerRow:
     kinds: str                         # hardware layers by kind, e.g. conv+pdp, 2conv+2pdp
     device: str                        # DLA / GPU
     macs: int
+    precision: str = "INT8"            # INT8 / INT16 / FP16 on the DLA, FP32 on the GPU
     cycles: float | None = None
     mac_util: float | None = None
     dram_bytes: int | None = None
@@ -58,6 +61,7 @@ class Report:
     rows: list[LayerRow] = field(default_factory=list)
     total_cycles: float | None = None
     estimator_ms: float | None = None
+    precision: str = "INT8"            # the scenario's precision (the DLA layers')
 
     @property
     def total_macs(self) -> int:
@@ -111,9 +115,15 @@ def classify_bound(timing: LayerTiming, macs: int, macs_per_cycle: int, bytes_pe
     return "MAC"
 
 
+def precision_macs(int8_macs: int, element_bytes: int) -> int:
+    """MACs per cycle in a precision: a MAC cell does half as many 16-bit products."""
+    return int8_macs // element_bytes
+
+
 def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanResult | None = None,
                reference: dict | None = None, values: dict | None = None) -> list[LayerRow]:
     hw = plan.hw
+    macs_per_cycle = precision_macs(hw.macs, plan.dtype.bytes)
     timing = {t.name: t for t in result.layers} if result else {}
     bytes_per_cycle = dram_gbps * 1e9 / (clock_mhz * 1e6)
     rows = []
@@ -128,7 +138,8 @@ def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanRes
             ops += [o for o in layer.ops if o not in ops]
         device = "GPU" if all(layer.kind == "gpu" for layer in layers) else "DLA"
         r = LayerRow(row, ops, [layer.name for layer in layers], "+".join(kinds), device,
-                     sum(layer.macs for layer in layers))
+                     sum(layer.macs for layer in layers),
+                     "FP32" if device == "GPU" else plan.dtype.name)
         notes = [n for layer in layers for n in layer.notes]
         if device == "GPU":
             notes.insert(0, "GPU fallback: " + "; ".join(layer.reason for layer in layers))
@@ -138,12 +149,12 @@ def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanRes
             r.cycles = max(t.end_cycle for t in ts) - min(t.start_cycle for t in ts)
             r.dram_bytes = sum(t.dram_read_bytes + t.dram_write_bytes for t in ts)
             if r.cycles > 0:
-                r.mac_util = r.macs / (r.cycles * hw.macs)
+                r.mac_util = r.macs / (r.cycles * macs_per_cycle)
             told = [t for t in ts if t.bound]
             whole = LayerTiming(row, 0, r.cycles, r.dram_bytes, 0,
                                 bound=max(told, key=lambda t: t.cycles).bound if told else None,
                                 cbuf_refetch=any(t.cbuf_refetch for t in ts))
-            r.bound = classify_bound(whole, r.macs, hw.macs, bytes_per_cycle)
+            r.bound = classify_bound(whole, r.macs, macs_per_cycle, bytes_per_cycle)
         out_tensor = ops[-1]
         if reference is not None and values is not None and out_tensor in values:
             ref = reference[out_tensor]
@@ -157,11 +168,13 @@ def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanRes
 def build_report(prep, result: PlanResult | None, values: dict | None = None) -> Report:
     """The report of a prepared scenario (`result` None: the compile-only view, no timing)."""
     scn = prep.scenario
-    rep = Report(scn.name, prep.network.name, scn.hardware.name, scn.hardware.macs, scn.clock_mhz,
-                 scn.memory.dram_gbps, scn.memory.cvsram_bytes, scn.mode)
+    rep = Report(scn.name, prep.network.name, scn.hardware.name,
+                 precision_macs(scn.hardware.macs, prep.plan.dtype.bytes), scn.clock_mhz,
+                 scn.memory.dram_gbps, scn.memory.cvsram_bytes, scn.mode,
+                 precision=prep.plan.dtype.name)
     rep.rows = build_rows(prep.plan, scn.clock_mhz, scn.memory.dram_gbps, result, prep.reference, values)
     rep.total_cycles = result.total_cycles if result else None
-    if scn.network.source == "builtin" and scn.hardware.macs == 2048:
+    if scn.network.source == "builtin" and rep.macs_per_cycle == 2048:
         rep.estimator_ms = ESTIMATOR_MS.get(scn.network.builtin)   # its figures are for 2048 MACs
     return rep
 
@@ -175,17 +188,19 @@ def _fmt(v, spec: str, none: str = "-") -> str:
 
 
 def format_console(rep: Report) -> str:
-    head = (f"{rep.scenario}: {rep.network} on {rep.hardware} ({rep.macs_per_cycle} MACs), "
+    head = (f"{rep.scenario}: {rep.network} on {rep.hardware} ({rep.macs_per_cycle} MACs"
+            f"{'' if rep.precision == 'INT8' else ' ' + rep.precision}), "
             f"{rep.clock_mhz:g} MHz, DRAM {rep.dram_gbps:g} GB/s, "
             f"{'CVSRAM ' + str(rep.cvsram_bytes) + ' B' if rep.cvsram_bytes else 'no CVSRAM'}, {rep.mode}")
     width = max([len("layer")] + [len(r.layer) for r in rep.rows])
-    cols = (f"{'layer':<{width}}  {'hw layers':<14} {'MMACs':>9} {'cycles':>10} {'MAC%':>6} "
+    cols = (f"{'layer':<{width}}  {'hw layers':<14} {'prec':<5} {'MMACs':>9} {'cycles':>10} {'MAC%':>6} "
             f"{'DRAM KB':>9} {'bound':<7} {'SQNR dB':>8} {'max err':>9}")
     lines = [head, cols, "-" * len(cols)]
     for r in rep.rows:
         hwl = "GPU" if r.device == "GPU" else r.kinds
         lines.append(
-            f"{r.layer:<{width}}  {hwl:<14} {r.macs / 1e6:>9.2f} {_fmt(r.cycles, '>10.0f'):>10} "
+            f"{r.layer:<{width}}  {hwl:<14} {r.precision:<5} {r.macs / 1e6:>9.2f} "
+            f"{_fmt(r.cycles, '>10.0f'):>10} "
             f"{_fmt(None if r.mac_util is None else 100 * r.mac_util, '>6.1f'):>6} "
             f"{_fmt(None if r.dram_bytes is None else r.dram_bytes / 1024, '>9.1f'):>9} "
             f"{_fmt(r.bound, '<7'):<7} {_fmt(r.sqnr_db, '>8.1f'):>8} {_fmt(r.max_abs_err, '>9.4f'):>9}"
@@ -211,8 +226,8 @@ def format_console(rep: Report) -> str:
     return "\n".join(lines)
 
 
-CSV_COLUMNS = ("layer", "device", "kinds", "hw_layers", "macs", "cycles", "mac_util", "dram_bytes",
-               "bound", "sqnr_db", "max_abs_err", "note")
+CSV_COLUMNS = ("layer", "device", "kinds", "hw_layers", "precision", "macs", "cycles", "mac_util",
+               "dram_bytes", "bound", "sqnr_db", "max_abs_err", "note")
 
 
 def write_csv(rep: Report, path: Path) -> None:
