@@ -25,13 +25,14 @@ X_BYPASSED = {"bypass": 1, "alu_bypass": 1, "alu_algo": 0, "alu_shift": 0, "mul_
               "mul_prelu": 0, "mul_shift": 0, "relu_bypass": 1}
 Y_BYPASSED = {"bypass": 1, "alu_bypass": 1, "alu_algo": 0, "mul_bypass": 1, "mul_prelu": 0,
               "truncate": 0, "lut_bypass": 1,
-              "alu_cvt": 0, "alu_cvt_offset": 0, "alu_cvt_scale": 1, "alu_cvt_truncate": 0,
+              "alu_mem": 0, "mul_mem": 0, "alu_cvt": 0, "alu_cvt_offset": 0, "alu_cvt_scale": 1, "alu_cvt_truncate": 0,
               "mul_cvt": 0, "mul_cvt_offset": 0, "mul_cvt_scale": 1, "mul_cvt_truncate": 0}
 TABLE = {"exponent": 0, "index_offset": 0, "index_select": 0, "start": 0, "end": 0,
          "uflow_scale": 0, "uflow_shift": 0, "oflow_scale": 0, "oflow_shift": 0}
 BASE_CFG = {"x1": X_BYPASSED, "x2": X_BYPASSED, "y": Y_BYPASSED, "le": TABLE, "lo": TABLE,
             "priority": {"uflow_lo": 0, "oflow_lo": 0, "hybrid_lo": 0},
-            "c": {"offset": 0, "scale": 1, "shift": 0, "eql": 0, "out_bits": 8}}
+            "c": {"offset": 0, "scale": 1, "shift": 0, "eql": 0, "proc_precision": 0,
+                  "out_precision": 0, "nan_to_zero": 0}}
 
 
 def config(**stages) -> dict:

@@ -22,8 +22,8 @@ from typing import Generator
 
 import numpy as np
 
-from ..datatype import INT8, DataType, from_code, require_supported
-from ..kernels.sdp import ALGO_EQL, LE_ENTRIES, LO_ENTRIES, sdp_layer
+from ..datatype import FP16, DataType, from_code, require_supported
+from ..kernels.sdp import ALGO_EQL, LE_ENTRIES, LO_ENTRIES, fp16_input, sdp_layer
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
 from ..timing import sdp as sdp_timing
@@ -105,9 +105,10 @@ def _y_stage(view: GroupView) -> dict:
     }
     for kind in ("ALU", "MUL"):
         # Only memory operands pass the converter; register operands are 32-bit values as is.
+        mem = view.field(f"D_DP_EW_{kind}_CFG", f"EW_{kind}_SRC") == SRC_MEM
+        out[f"{kind.lower()}_mem"] = mem
         out[f"{kind.lower()}_cvt"] = (
-            view.field(f"D_DP_EW_{kind}_CFG", f"EW_{kind}_SRC") == SRC_MEM
-            and not view.field(f"D_DP_EW_{kind}_CFG", f"EW_{kind}_CVT_BYPASS"))
+            mem and not view.field(f"D_DP_EW_{kind}_CFG", f"EW_{kind}_CVT_BYPASS"))
         out[f"{kind.lower()}_cvt_offset"] = view.sfield(f"D_DP_EW_{kind}_CVT_OFFSET_VALUE",
                                                         f"EW_{kind}_CVT_OFFSET")
         out[f"{kind.lower()}_cvt_scale"] = view.sfield(f"D_DP_EW_{kind}_CVT_SCALE_VALUE",
@@ -149,7 +150,7 @@ def data_format(view: GroupView) -> tuple[DataType, DataType]:
 
 def datapath_config(view: GroupView) -> dict:
     """The kernel configuration (kernels/sdp.pyx structs) of an SDP register group."""
-    _, out_type = data_format(view)
+    proc_type, out_type = data_format(view)
     return {
         "x1": _x_stage(view, "BS"),
         "x2": _x_stage(view, "BN"),
@@ -166,7 +167,9 @@ def datapath_config(view: GroupView) -> dict:
             "scale": view.sfield("D_CVT_SCALE", "CVT_SCALE"),
             "shift": view.field("D_CVT_SHIFT", "CVT_SHIFT"),
             "eql": is_eql_mode(view),
-            "out_bits": out_type.bits,
+            "proc_precision": proc_type.code,
+            "out_precision": out_type.code,
+            "nan_to_zero": view.field("D_FEATURE_MODE_CFG", "NAN_TO_ZERO"),
         },
     }
 
@@ -209,22 +212,37 @@ class SdpResult:
     counters: dict[str, int]
 
 
+def widen_fp16(x: np.ndarray) -> tuple[np.ndarray, int, int]:
+    """An FP16 cube as FP32 bit patterns (int32) the way SDP widens SDP_RDMA's input, with its
+    NaN and INF counts."""
+    bits = np.ascontiguousarray(x).view(np.int16)
+    out = np.empty(bits.shape, np.int32)
+    nan, inf = fp16_input(bits, out)
+    return out, nan, inf
+
+
 def sdp_compute(view: GroupView, x: np.ndarray, operands: dict[str, StageOperands] | None = None,
                 lut: LutMemory | None = None) -> SdpResult:
-    """Run the SDP datapath of register group `view` over the int32 (or int8 / int16) cube `x`
-    (lanes, H, W) with the memory operands `operands` and the LUT tables `lut` (zeros if None).
-    A compiler can use it as the reference of what the hardware computes for a layer."""
+    """Run the SDP datapath of register group `view` over the cube `x` (lanes, H, W) with the
+    memory operands `operands` and the LUT tables `lut` (zeros if None): `x` is int32 (or int8 /
+    int16) for INT8 / INT16 processing, FP32 bit patterns (int32, as CACC delivers them) or a
+    float16 cube (as SDP_RDMA reads it) for FP16.  The output is OUT_PRECISION (float16 for
+    FP16).  A compiler can use it as the reference of what the hardware computes for a layer."""
     proc_type, out_type = data_format(view)
-    if proc_type != out_type:
+    if x.dtype == np.float16:
+        x = widen_fp16(x)[0]
+    elif x.dtype == np.float32:
+        x = x.view(np.int32)
+    if out_type.bytes != proc_type.bytes:
         raise ValueError(f"PROC_PRECISION {proc_type} with OUT_PRECISION {out_type} (output "
                          "surfaces of another size) is not modelled")
     x = np.ascontiguousarray(x, np.int32)
     le = np.zeros(LE_ENTRIES, np.int64) if lut is None else np.ascontiguousarray(lut.le, np.int64)
     lo = np.zeros(LO_ENTRIES, np.int64) if lut is None else np.ascontiguousarray(lut.lo, np.int64)
     ops = operand_arrays(view, x.shape, operands or {})
-    out = np.empty(x.shape, out_type.numpy)
+    out = np.empty(x.shape, np.int8 if out_type.bytes == 1 else np.int16)
     counters = sdp_layer(x, *ops, le, lo, datapath_config(view), out)
-    return SdpResult(out, counters)
+    return SdpResult(out.view(out_type.numpy), counters)
 
 
 # -- checks shared by SDP_RDMA and SDP ---------------------------------------------------------
@@ -280,7 +298,7 @@ class SdpRdma(Unit):
                     self.engine.memory.space(ram_type),
                     view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"), width, height,
                     channels, line_stride, surf_stride, in_lanes,
-                    np.int8 if in_type.bytes == 1 else np.int16)    # FP16 as its bit patterns
+                    np.int8 if in_type.bytes == 1 else np.int16).view(in_type.numpy)
             transfers.append((surfaces(channels, in_lanes) * atom * height * width, ram_type))
         for stage in STAGES:
             dma = STAGE_DMA[stage]
@@ -387,6 +405,9 @@ class Sdp(Unit):
                                    f"{proc_type}")
         result = None                                   # timing only: no values
         if values:
+            if x.dtype == np.float16:
+                x, nan, inf = widen_fp16(x)
+                self.record_input_counters(view, nan, inf)
             try:
                 result = sdp_compute(view, x, rdma.operands, self.lut)
             except ValueError as exc:
@@ -433,3 +454,15 @@ class Sdp(Unit):
                 self.regs.set_word(reg, counters[key], group)
         if view.field("D_PERF_ENABLE", "PERF_SAT_EN"):
             self.regs.set_word("D_PERF_OUT_SATURATION", counters["out_saturation"], group)
+        if view.field("D_PERF_ENABLE", "PERF_NAN_INF_COUNT_EN") \
+                and view.field("D_DATA_FORMAT", "OUT_PRECISION") == FP16.code:
+            self.regs.set_word("D_STATUS_NAN_OUTPUT_NUM", counters["nan_output"], group)
+
+    def record_input_counters(self, view: GroupView, nan: int, inf: int) -> None:
+        """NaN / INF elements of an FP16 input from SDP_RDMA: the C model counts them in SDP
+        and stores them in SDP_RDMA's registers of the group SDP runs, if SDP_RDMA's
+        PERF_NAN_INF_COUNT_EN is set."""
+        rdma = self.engine.regs["SDP_RDMA"]
+        if rdma.view(view.group).field("D_PERF_ENABLE", "PERF_NAN_INF_COUNT_EN"):
+            rdma.set_word("D_STATUS_NAN_INPUT_NUM", nan, view.group)
+            rdma.set_word("D_STATUS_INF_INPUT_NUM", inf, view.group)
