@@ -492,6 +492,30 @@ def test_fp16_units_count_nan_and_inf_inputs_and_nan_outputs():
     assert sdp.word("D_PERF_OUT_SATURATION") == np.count_nonzero(expected & 0x7FFF == 0x7BFF) > 0
 
 
+def test_fp16_flying_input_is_fp32_bit_patterns_from_cacc():
+    """Flying mode: CACC hands FP32 bit patterns (uint32); SDP adds a register FP16 bias and
+    writes FP16 (the C stage rounds FP32 to FP16)."""
+    shape = (16, 2, 2)
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 1 << 32, shape, dtype=np.uint64).astype(np.uint32)
+    x.flat[:4] = f32(np.float32([np.inf, 70000.0, 1.0000001, -3.0]))
+    program, lanes, line, surf = _program(
+        2, 2, 16, {"D_FEATURE_MODE_CFG": {"FLYING_MODE": 1},
+                   "D_DP_BS_CFG": {"BS_BYPASS": 0, "BS_ALU_BYPASS": 0, "BS_ALU_ALGO": ALGO_SUM,
+                                   "BS_MUL_BYPASS": 1, "BS_RELU_BYPASS": 1},
+                   "D_DP_BS_ALU_SRC_VALUE": {"BS_ALU_OPERAND": int(f16(0.5))}},
+        {}, [], FP16, FP16)
+    program.commands = [c for c in program.commands
+                        if getattr(c, "name", "") != "SDP_RDMA.D_OP_ENABLE"]
+    engine = Engine(load_hardware("nv_full"))
+    engine.channel("cacc->sdp").put(x)
+    engine.run(program)
+    got = read_cube(engine.memory.space(1), DST, 2, 2, 16, line, surf, 16, np.int16)
+    cfg = config(FP16, FP16, x1={"bypass": 0, "alu_bypass": 0, "alu_algo": ALGO_SUM})
+    expected = fp_reference(x.reshape(-1), cfg, {"x1_alu": int(f16(0.5))}).reshape(shape)
+    assert np.array_equal(got.view(np.uint16).astype(np.int64), expected)
+
+
 def test_mixed_precisions_that_change_surface_size_are_unsupported():
     from nvdla_sim.errors import UnsupportedError
     program, *_ = _program(1, 1, 16, {}, {}, [], INT16, INT8)

@@ -231,8 +231,8 @@ def sdp_compute(view: GroupView, x: np.ndarray, operands: dict[str, StageOperand
     proc_type, out_type = data_format(view)
     if x.dtype == np.float16:
         x = widen_fp16(x)[0]
-    elif x.dtype == np.float32:
-        x = x.view(np.int32)
+    elif x.dtype in (np.float32, np.uint32):       # FP32 values / bit patterns from CACC
+        x = np.ascontiguousarray(x).view(np.int32)
     if out_type.bytes != proc_type.bytes:
         raise ValueError(f"PROC_PRECISION {proc_type} with OUT_PRECISION {out_type} (output "
                          "surfaces of another size) is not modelled")
