@@ -105,19 +105,11 @@ def recip_q16(kernel: int) -> int:
     return (1 << 16) // kernel
 
 
-FP17_EXPONENT_BIAS, FP17_MANTISSA_BITS = 31, 10
-
-
 def fp17_bits(value: float) -> int:
-    """The FP17 bit pattern of a positive normal value, mantissa rounded to nearest even (the
-    PDP reciprocals 1/1 .. 1/8 are all normal)."""
-    mantissa, exponent = np.frexp(np.float64(value))          # value = m * 2^e, 0.5 <= m < 1
-    scaled = float(mantissa) * 2.0 ** (FP17_MANTISSA_BITS + 1)  # 11 significant bits
-    frac = int(np.rint(scaled))                                 # numpy rounds half to even
-    exponent = int(exponent) - 1
-    if frac == 1 << (FP17_MANTISSA_BITS + 1):                   # rounded up to the next power
-        frac, exponent = frac >> 1, exponent + 1
-    return ((exponent + FP17_EXPONENT_BIAS) << FP17_MANTISSA_BITS) | (frac & 0x3FF)
+    """The FP17 bits of a value (the float library's FP32 -> FP17 conversion, nearest even)."""
+    from ..kernels.nvfloat_py import fp32_to_fp17
+    bits = np.array([value], np.float32).view(np.uint32)
+    return int(np.asarray(fp32_to_fp17(bits)).reshape(-1)[0])
 
 
 def recip(kernel: int, dtype: DataType) -> int:
