@@ -16,14 +16,6 @@ NO_CORPUS = ("official NVDLA v1 trace-player tests not found: set NVDLA_HW_V1 to
 TESTS = find_tests(ROOT / V1_TESTS) if ROOT else []
 BDMA_TESTS = {"sanity0", "sanity1", "sanity1_cvsram", "sanity2", "sanity2_cvsram"}
 
-# Tests that currently stop on another unit's known gap: skipped while the error says so, checked
-# strictly as soon as they pass.  (The trace clears every S_INTR_STATUS bit after each `wait`, so
-# CDMA must raise its data and weight interrupts at different cycles, as the RTL does.)
-KNOWN_GAPS = {
-    "sanity3": "CDMA_DAT0@",
-    "conv_8x8_fc_int16": "CDMA_DAT0@",
-}
-
 
 @pytest.mark.skipif(ROOT is None, reason=NO_CORPUS)
 def test_corpus_is_complete():
@@ -38,9 +30,6 @@ def test_v1_trace(test):
     outcome = run_test(test, NV_FULL)
     if outcome.status == "unsupported":
         pytest.skip(f"{test.name}: {outcome.error}")
-    gap = KNOWN_GAPS.get(test.name)
-    if outcome.status == "error" and gap and gap in (outcome.error or ""):
-        pytest.skip(f"{test.name}: known gap: {outcome.error}")
     assert outcome.status == "pass", outcome.error or "\n".join(
         c.describe() for c in outcome.checks if not c.passed)
     assert outcome.checks and all(c.passed for c in outcome.checks)
@@ -92,3 +81,17 @@ def test_replay_format_errors(tmp_path, capsys):
     empty.mkdir()
     assert main(["replay", str(empty), "--project", "nv_full"]) == 1
     assert "neither input.txn nor a .cfg" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(ROOT is None, reason=NO_CORPUS)
+@pytest.mark.parametrize("name", ["sanity2_cvsram", "sdp_relu_int16", "pdp_max_pooling_int16"])
+def test_timing_only_replay_has_the_same_cycles(name):
+    """Timing-only runs skip memory images and dumps but poll, wait and time the same."""
+    from nvdla_sim.engine import Engine
+    from nvdla_sim.frontends.txn_trace import parse_txn
+    program = parse_txn(ROOT / V1_TESTS / name)
+    values = Engine(NV_FULL).run(program)
+    timing = Engine(NV_FULL, compute_values=False).run(program)
+    assert values.cycles == timing.cycles > 0
+    assert [c.kind for c in timing.checks] == [c.kind for c in values.checks
+                                                if c.kind != "dump_mem"]
