@@ -352,3 +352,201 @@ def test_int16_memory_moves_twice_the_bytes():
     r16 = run_layer(random_layer(rng, INT16, **shape), compute_values=False)[2]
     for client in ("CDMA_DAT", "CDMA_WT"):
         assert r16.memory_bytes["MCIF"][client]["read"] == 2 * r8.memory_bytes["MCIF"][client]["read"]
+
+
+# -- FP16 ----------------------------------------------------------------------------------------
+def fp16_values(bits: np.ndarray) -> np.ndarray:
+    """float64 values of binary16 patterns as the convolution pipeline reads them: INF is an
+    ordinary exponent (+-65536), NaN stays NaN."""
+    bits = np.asarray(bits, np.uint16)
+    v = bits.view(np.float16).astype(np.float64)
+    inf = (bits & 0x7FFF) == 0x7C00
+    return np.where(inf, np.where(bits >> 15, -65536.0, 65536.0), v)
+
+
+def fp16_exp(bits: np.ndarray) -> np.ndarray:
+    """exp(a) = ((a >> 10) & 0x1f) - 15 (precision-preservation document)."""
+    return ((np.asarray(bits, np.int64) >> 10) & 0x1F) - 15
+
+
+def fp16_reference(layer: Layer) -> tuple[np.ndarray, np.ndarray]:
+    """float64 convolution of the layer and the CC direct-convolution threshold of each output:
+    2^(max_exp - 20) * R * S * C * 2 * scale + 2^(exp(a) - 10), scale 1, max_exp the largest
+    (exp(data) & ~3) + (exp(wt) & ~3) in the output's window, a the reference value."""
+    c, h, w = layer.data.shape
+    k, _, r_n, s_n = layer.weights.shape
+    ow, oh = layer.out_size()
+    sx, sy = layer.stride
+    dx, dy = layer.dilation
+    data_bits = layer.data.view(np.uint16)
+    if layer.overrides.get("CDMA.D_NAN_FLUSH_TO_ZERO", {}).get("NAN_TO_ZERO"):
+        nan = ((data_bits & 0x7C00) == 0x7C00) & ((data_bits & 0x3FF) != 0)
+        data_bits = np.where(nan, np.uint16(0), data_bits)
+    pad_bits = np.uint16(layer.pad_bits & 0xFFFF)
+    xb = padded_input(layer, data_bits, pad_bits)
+    x = fp16_values(xb)
+    wb = layer.weights.view(np.uint16)
+    wv = fp16_values(wb)
+    ref = np.zeros((k, oh, ow))
+    max_exp = np.full((k, oh, ow), -10 ** 6, np.int64)
+    for r in range(r_n):
+        for s in range(s_n):
+            ys = slice(r * dy, r * dy + (oh - 1) * sy + 1, sy)
+            xs = slice(s * dx, s * dx + (ow - 1) * sx + 1, sx)
+            patch, pbits = x[:, ys, xs], xb[:, ys, xs]
+            ref += np.einsum("kc,chw->khw", wv[:, :, r, s], patch)
+            e = (fp16_exp(pbits)[None] & ~3) + (fp16_exp(wb[:, :, r, s])[:, :, None, None] & ~3)
+            max_exp = np.maximum(max_exp, e.max(axis=1))
+    with np.errstate(divide="ignore"):
+        exp_a = np.floor(np.log2(np.abs(np.where(np.isfinite(ref) & (ref != 0), ref, 1.0))))
+    exp_a = np.clip(exp_a, -14, 15)                   # the FP16 exponent range of the output
+    threshold = 2.0 ** (max_exp - 20) * r_n * s_n * c * 2 + 2.0 ** (exp_a - 10)
+    return ref, threshold
+
+
+SPECIALS = np.array([0x7C00, 0xFC00, 0x7E00, 0xFD55, 0x0001, 0x83FF, 0x0200, 0x7BFF, 0xFBFF,
+                     0x7BFE, 0x0000, 0x8000], np.uint16)   # INF, NaN, denormals, +-65504, +-0
+
+
+def random_fp16(rng, shape, special_rate: float, nan: bool) -> np.ndarray:
+    exps = rng.integers(-14, 12, shape)
+    v = rng.uniform(-1, 1, shape) * 2.0 ** exps
+    bits = v.astype(np.float16).view(np.uint16)
+    pick = rng.random(shape) < special_rate
+    pool = SPECIALS if nan else SPECIALS[(SPECIALS & 0x7FFF) <= 0x7C00]
+    bits = np.where(pick, rng.choice(pool, shape), bits).astype(np.uint16)
+    return bits.view(np.float16)
+
+
+def random_fp16_layer(rng, special_rate: float = 0.02, nan: bool = True) -> Layer:
+    c, h, w = int(rng.integers(1, 80)), int(rng.integers(1, 6)), int(rng.integers(1, 6))
+    k, r, s = int(rng.integers(1, 20)), int(rng.integers(1, 4)), int(rng.integers(1, 4))
+    stride = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    dilation = (int(rng.integers(1, 3)), int(rng.integers(1, 3)))
+    pad = (int(rng.integers(0, 2)), int(rng.integers(0, 2)))
+    if (w + 2 * pad[0] - ((s - 1) * dilation[0] + 1)) < 0 or \
+            (h + 2 * pad[1] - ((r - 1) * dilation[1] + 1)) < 0:
+        dilation, pad = (1, 1), (s, r)
+    pad_bits = int(rng.choice([0x0000, 0x3C00, 0xC500, 0x8000]))
+    nan = nan and rng.random() < 0.3                  # NaNs in some layers only: they spread
+    return Layer(FP16, random_fp16(rng, (c, h, w), special_rate, nan),
+                 random_fp16(rng, (k, c, r, s), special_rate, nan), stride=stride,
+                 dilation=dilation, pad=pad, pad_bits=pad_bits)
+
+
+def fp16_error_ratio(cases: int, seed: int = 0, special_rate: float = 0.02) -> float:
+    """Run `cases` random FP16 layers (special values included) through the pipeline; the largest
+    |CACC output - float64 reference| / threshold.  NaN must come out exactly where the reference
+    is NaN.  (python -c 'import test_conv_precision as t; print(t.fp16_error_ratio(1000))')"""
+    rng = np.random.default_rng(seed)
+    worst = 0.0
+    for _ in range(cases):
+        layer = random_fp16_layer(rng, special_rate)
+        out, engine, _ = run_layer(layer)
+        assert out.dtype == np.uint32
+        with np.errstate(invalid="ignore"):
+            got = out[:layer.kernels].view(np.float32).astype(np.float64)
+        ref, threshold = fp16_reference(layer)
+        assert np.array_equal(np.isnan(got), np.isnan(ref)), "NaN where the reference has none"
+        assert not out[layer.kernels:].any()
+        ok = ~np.isnan(ref)
+        if ok.any():
+            worst = max(worst, float((np.abs(got[ok] - ref[ok]) / threshold[ok]).max()))
+    return worst
+
+
+def test_fp16_layers_within_the_cc_threshold():
+    assert fp16_error_ratio(200, seed=11) <= 1.0
+
+
+def test_fp16_single_product_is_exact():
+    """One active channel: the Booth product is not shifted, so the 44-bit result is exact
+    (value = mantissa * 2^(exponent - 50))."""
+    from nvdla_sim.kernels.conv import fp16_mac_cell
+    rng = np.random.default_rng(12)
+    for _ in range(500):
+        d, wt = random_fp16(rng, (2,), 0.1, nan=False)
+        if (d.view(np.uint16) & 0x7FFF) == 0 or (wt.view(np.uint16) & 0x7FFF) == 0:
+            continue
+        cell = fp16_mac_cell(np.array([d]).view(np.uint16), np.array([wt]).view(np.uint16))
+        mant = cell & ((1 << 38) - 1)
+        mant -= (mant >> 37) << 38
+        assert mant * 2.0 ** ((cell >> 38) - 50) == fp16_values(np.array([d]).view(np.uint16))[0] \
+            * fp16_values(np.array([wt]).view(np.uint16))[0]
+
+
+def test_fp16_cell_truncates_at_most_one_unit_per_product():
+    """The C model's own CMAC check: each shifted product is within one unit of the exact one."""
+    from nvdla_sim.kernels.conv import fp16_mac_cell
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        n = int(rng.integers(1, 65))
+        d = random_fp16(rng, (n,), 0.05, nan=False).view(np.uint16)
+        wt = random_fp16(rng, (n,), 0.05, nan=False).view(np.uint16)
+        cell = fp16_mac_cell(d, wt)
+        mant = cell & ((1 << 38) - 1)
+        mant -= (mant >> 37) << 38
+        unit = 2.0 ** ((cell >> 38) - 50)
+        exact = float(np.dot(fp16_values(d), fp16_values(wt)))
+        assert abs(mant * unit - exact) <= n * unit
+
+
+def test_fp16_nan_result_carries_the_first_nan_weight():
+    from nvdla_sim.kernels.conv import fp16_mac_cell
+    d = np.array([0x7E01, 0x3C00, 0x3C00], np.uint16)         # data NaN in channel 0
+    wt = np.array([0x3C00, 0xFD55, 0x7E02], np.uint16)        # weight NaNs in channels 1, 2
+    cell = fp16_mac_cell(d, wt)
+    assert cell >> 38 == 0x3F and (cell >> 37) & 1 == 1 and (cell >> 27) & 0x3FF == 0x155
+
+
+def test_fp48_accumulator_within_one_unit():
+    """The C model's own CACC check: the sum is within one unit of its last place."""
+    from nvdla_sim.kernels.conv import fp16_mac_cell, fp48_accumulate
+    rng = np.random.default_rng(14)
+
+    def fp48_value(acc):
+        mant = acc & ((1 << 40) - 1)
+        mant -= (mant >> 39) << 40
+        return mant * 2.0 ** ((acc >> 40) - 101), 2.0 ** ((acc >> 40) - 101)
+
+    for _ in range(200):
+        acc, exact = 0, 0.0
+        for _ in range(int(rng.integers(1, 12))):
+            n = int(rng.integers(1, 65))
+            cell = fp16_mac_cell(random_fp16(rng, (n,), 0.02, nan=False).view(np.uint16),
+                                 random_fp16(rng, (n,), 0.02, nan=False).view(np.uint16))
+            mant = cell & ((1 << 38) - 1)
+            mant -= (mant >> 37) << 38
+            before, _ = fp48_value(acc)
+            acc = fp48_accumulate(acc, cell)
+            value, unit = fp48_value(acc)
+            assert abs(value - (before + mant * 2.0 ** ((cell >> 38) - 50))) <= unit
+
+
+def test_fp16_nan_flush_to_zero():
+    rng = np.random.default_rng(15)
+    layer = random_fp16_layer(rng, special_rate=0.1)
+    layer.overrides["CDMA.D_NAN_FLUSH_TO_ZERO"] = {"NAN_TO_ZERO": 1}
+    data_bits = layer.data.view(np.uint16)
+    data_bits[0, 0, 0] = 0x7E00                               # at least one NaN to flush
+    layer.weights.view(np.uint16)[:] &= 0xFDFF                 # no NaN weights (quiet bit off)
+    layer.weights.view(np.uint16)[((layer.weights.view(np.uint16) & 0x7C00) == 0x7C00)] = 0x7C00
+    out, engine, _ = run_layer(layer)
+    got = out[:layer.kernels].view(np.float32).astype(np.float64)
+    ref, threshold = fp16_reference(layer)
+    assert not np.isnan(got).any() and not np.isnan(ref).any()
+    assert (np.abs(got - ref) <= threshold).all()
+    nans = ((data_bits & 0x7C00) == 0x7C00) & ((data_bits & 0x3FF) != 0)
+    assert engine.regs["CDMA"].view(0).word("D_NAN_INPUT_DATA_NUM") >= int(nans.sum()) > 0
+
+
+def test_fp16_timing_only_run():
+    """Timing-only FP16 layers run the same processes (no values): INT16's MAC cycles."""
+    rng = np.random.default_rng(16)
+    shape = dict(c=64, h=8, w=8, k=32, r=3, s=3)
+    fp = Layer(FP16, random_fp16(rng, (64, 8, 8), 0, False),
+               random_fp16(rng, (32, 64, 3, 3), 0, False))
+    out, _, result = run_layer(fp, compute_values=False)
+    assert out is None
+    mac16, _ = _mac_busy(random_layer(rng, INT16, **shape))
+    assert result.unit_stats["CMAC_A"]["busy_cycles"] == mac16

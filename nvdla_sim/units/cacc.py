@@ -1,5 +1,8 @@
 """CACC: accumulates the CMAC partial sums and delivers 32-bit results to SDP.
 
+FP16: the CMACs' results are accumulated in the C model's FP48 format (8-bit exponent over a
+40-bit two's complement mantissa, kernels/conv.pyx) and delivered as FP32 bit patterns.
+
 INT8/INT16: the two CMAC halves' sums are assembled per kernel into a 48-bit saturating
 accumulator, then each output is rounded half away from zero by CLIP_TRUNCATE bits and saturated
 to int32; the number of saturated outputs goes to D_OUT_SATURATION (kernels/conv.pyx
@@ -18,7 +21,7 @@ from typing import Generator
 import numpy as np
 
 from ..errors import NvdlaSimError
-from ..kernels.conv import accumulator_output
+from ..kernels.conv import accumulator_output, accumulator_output_fp16
 from ..layout import surfaces
 from ..regs import GroupView
 from ..timing import conv as conv_timing
@@ -45,10 +48,17 @@ def assemble(partials: list[MacPartial], kernels: int, out_h: int, out_w: int) -
     return acc
 
 
-def deliver(acc: np.ndarray, atom: int, clip_truncate: int) -> tuple[np.ndarray, int]:
-    """The int32 cube for SDP (all lanes of every surface) and the saturation count."""
+def deliver(acc: np.ndarray, atom: int, clip_truncate: int,
+            is_float: bool = False) -> tuple[np.ndarray, int]:
+    """The cube for SDP (all lanes of every surface): int32 values and the saturation count, or
+    for FP16 layers FP32 bit patterns (uint32; CLIP_TRUNCATE does not apply) and 0."""
     kernels, out_h, out_w = acc.shape
-    out = np.zeros((surfaces(kernels, atom) * atom, out_h, out_w), np.int32)
+    shape = (surfaces(kernels, atom) * atom, out_h, out_w)
+    if is_float:
+        out = np.zeros(shape, np.uint32)
+        accumulator_output_fp16(acc, out)
+        return out, 0
+    out = np.zeros(shape, np.int32)
     saturated = accumulator_output(acc, out, clip_truncate)
     return out, saturated
 
@@ -69,7 +79,7 @@ class Cacc(Unit):
         if part_a is not None and part_b is not None:
             acc = assemble([part_a, part_b], kernels, out_h, out_w)
             out, saturated = deliver(acc, atom_elements(self.hw, dtype),
-                                     view.field("D_CLIP_CFG", "CLIP_TRUNCATE"))
+                                     view.field("D_CLIP_CFG", "CLIP_TRUNCATE"), dtype.is_float)
             self.regs.set_word("D_OUT_SATURATION", saturated, view.group)
         self.engine.timing.announce(conv_timing.CH_SDP)
         yield from self.send(CHANNEL_SDP, out)

@@ -173,6 +173,8 @@ class Cdma(Unit):
             raw = self.engine.memory.space(ram_type).read(
                 view.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH"), weight_bytes)
             self.cbuf.store_weights(np.array(raw, dtype=np.uint8))
+            if dtype.is_float:
+                self.count_weight_specials(view, self.cbuf.weights)
         self.cbuf.retained_weight_key = key if keep_all else None
         yield from self.send(CHANNEL_CSC, CbufLoad(self.cbuf.data, self.cbuf.weights))
         # -- timing: both channels fetch into the CBUF banks -------------------------------------
@@ -215,7 +217,9 @@ class Cdma(Unit):
                          view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), width, height,
                          channels, view.word("D_LINE_STRIDE"), view.word("D_SURF_STRIDE"),
                          atom_elements(self.hw, dtype), dtype.numpy)
-        if view.field("D_CVT_CFG", "CVT_EN") and not dtype.is_float:
+        if dtype.is_float:
+            return self.float_input(view, cube)
+        if view.field("D_CVT_CFG", "CVT_EN"):
             cube = np.ascontiguousarray(cube)
             converted = np.empty_like(cube)
             convert_feature(cube, converted, view.sfield("D_CVT_OFFSET", "CVT_OFFSET"),
@@ -223,6 +227,26 @@ class Cdma(Unit):
                             view.field("D_CVT_CFG", "CVT_TRUNCATE"))
             cube = converted
         return cube
+
+    def float_input(self, view: GroupView, cube: np.ndarray) -> np.ndarray:
+        """FP16 feature input: NaNs and infinities of every lane read are counted
+        (D_NAN_INPUT_DATA_NUM, D_INF_INPUT_DATA_NUM); NAN_TO_ZERO flushes NaNs to +0.  Values pass
+        the converter unchanged; INF is an ordinary exponent to the MACs (+-65536)."""
+        bits = np.ascontiguousarray(cube).view(np.uint16)
+        nan = fp16_nan_mask(bits)
+        inf = (bits & 0x7FFF) == 0x7C00
+        self.regs.set_word("D_NAN_INPUT_DATA_NUM", int(nan.sum()), view.group)
+        self.regs.set_word("D_INF_INPUT_DATA_NUM", int(inf.sum()), view.group)
+        if view.field("D_NAN_FLUSH_TO_ZERO", "NAN_TO_ZERO") and nan.any():
+            bits = np.where(nan, np.uint16(0), bits)
+        return bits.view(np.float16)
+
+    def count_weight_specials(self, view: GroupView, raw: np.ndarray) -> None:
+        """FP16 weights: NaN and infinity counts (the hardware counts, never flushes them)."""
+        bits = raw[:raw.size - raw.size % 2].view("<u2")
+        self.regs.set_word("D_NAN_INPUT_WEIGHT_NUM", int(fp16_nan_mask(bits).sum()), view.group)
+        self.regs.set_word("D_INF_INPUT_WEIGHT_NUM", int(((bits & 0x7FFF) == 0x7C00).sum()),
+                           view.group)
 
     # -- image input ---------------------------------------------------------------------------
     def pixel_layout(self, view: GroupView, channels: int, dtype: DataType) -> PixelLayout:
@@ -273,6 +297,11 @@ class Cdma(Unit):
         return pad_pixel_lines(pixels, view.field("D_ZERO_PADDING", "PAD_LEFT"),
                                view.field("D_ZERO_PADDING", "PAD_RIGHT"),
                                int8_low_byte(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE")))
+
+
+def fp16_nan_mask(bits: np.ndarray) -> np.ndarray:
+    """NaN binary16 patterns: exponent all ones, fraction not zero."""
+    return ((bits & 0x7C00) == 0x7C00) & ((bits & 0x03FF) != 0)
 
 
 def read_pixel_lines(space, base: int, line_stride: int, width: int, height: int, x_offset: int,

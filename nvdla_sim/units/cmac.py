@@ -41,9 +41,13 @@ def cell_kernels(kernels: int, kernel_group: int, half: int) -> np.ndarray:
 
 
 def mac_layer(job: ConvJob, kernels: np.ndarray) -> np.ndarray:
-    """Exact sums of `kernels` of the job's layer."""
+    """Sums of `kernels` of the job's layer: INT8 exact, INT16 as the 48-bit accumulator holds
+    them, FP16 as FP48 accumulator patterns (kernels/conv.pyx)."""
     sums = np.empty((len(kernels), job.out_h, job.out_w), np.int64)
-    conv_lines(job.lines, np.ascontiguousarray(job.weights[kernels]), sums, job.kernel_w,
+    lines, weights = job.lines, job.weights
+    if lines.dtype == np.float16:                 # the C model's float formats work on the bits
+        lines, weights = lines.view(np.uint16), weights.view(np.uint16)
+    conv_lines(lines, np.ascontiguousarray(weights[kernels]), sums, job.kernel_w,
                job.kernel_c, job.x_step, job.s_step, job.y_step, job.r_step, job.block_c)
     return sums
 

@@ -16,7 +16,7 @@ the kernel cells.  Output geometry is DATAOUT_SIZE (there is no right/bottom pad
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Generator
 
 import numpy as np
@@ -147,8 +147,15 @@ def _place(dst_len: int, offset: int, src_len: int) -> tuple[slice, slice]:
     return slice(lo, hi), slice(lo - offset, hi - offset)
 
 
+def _as_bits(g: ConvGeometry) -> ConvGeometry:
+    """FP16 lines are padded and copied as bit patterns (a NaN pad value keeps its payload)."""
+    return replace(g, pad_value=np.float16(g.pad_value).view(np.uint16))
+
+
 def feature_lines(cube: np.ndarray, g: ConvGeometry) -> np.ndarray:
     """Padded (rows, columns * C) lines covering every kernel position of the output."""
+    if cube.dtype == np.float16:
+        return feature_lines(cube.view(np.uint16), _as_bits(g)).view(np.float16)
     rows = (g.out_h - 1) * g.stride_y + (g.kernel_h - 1) * g.dilation_y + 1
     cols = (g.out_w - 1) * g.stride_x + (g.kernel_w - 1) * g.dilation_x + 1
     padded = np.full((rows, cols, g.in_c), g.pad_value, cube.dtype)
@@ -161,6 +168,8 @@ def feature_lines(cube: np.ndarray, g: ConvGeometry) -> np.ndarray:
 def pixel_lines(lines: np.ndarray, g: ConvGeometry, pixel_channels: int) -> np.ndarray:
     """Image lines padded top/bottom with the CSC pad value; elements past a CBUF line (never
     read by a consistent configuration) are 0."""
+    if lines.dtype == np.float16:
+        return pixel_lines(lines.view(np.uint16), _as_bits(g), pixel_channels).view(np.float16)
     rows = (g.out_h - 1) * g.stride_y + g.kernel_h
     elements = max(lines.shape[1],
                    (g.out_w - 1) * g.stride_x * pixel_channels + g.kernel_c)
