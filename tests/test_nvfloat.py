@@ -397,3 +397,143 @@ def test_generic_formats_and_shapes():
         nf.fp_convert(0x3C00, 5, 10, 8, 7, True)
     with pytest.raises(TypeError):
         nf.fp16_add(np.float16(1.0), 0x3C00)
+
+
+def test_eql_compares_bit_patterns():
+    assert list(nf.fp_eql([0x3C00, 0x0000, 0x7E00], [0x3C00, 0x8000, 0x7E00])) == [1, 0, 1]
+
+
+# ---- the convolution pipeline: CMAC FP44 partial sums, CACC FP48 accumulator --------------------
+
+def fp44_value(bits):
+    """Exact value of FP44 bits as a Fraction: two's-complement [37:0] * 2^([43:38] - 50)."""
+    from fractions import Fraction
+    bits = int(bits)
+    mant = bits & ((1 << 38) - 1)
+    mant -= (mant >> 37) << 38
+    return Fraction(mant) * Fraction(2) ** (((bits >> 38) & 0x3F) - 50)
+
+
+def fp48_value(bits):
+    """Exact value of FP48 bits: two's-complement [39:0] * 2^([47:40] - 101)."""
+    from fractions import Fraction
+    bits = int(bits)
+    mant = bits & ((1 << 40) - 1)
+    mant -= (mant >> 39) << 40
+    return Fraction(mant) * Fraction(2) ** (((bits >> 40) & 0xFF) - 101)
+
+
+def random_fp16_finite(n, expo_lo=0, expo_hi=30):
+    sign = RNG.integers(0, 2, n, dtype=np.uint16)
+    expo = RNG.integers(expo_lo, expo_hi + 1, n).astype(np.uint16)
+    mant = RNG.integers(0, 1 << 10, n).astype(np.uint16)
+    return (sign << 15) | (expo << 10) | mant
+
+
+def test_booth_product_is_exact_unshifted_and_within_one_when_shifted():
+    n = 50_000
+    neg = RNG.integers(0, 2, n)
+    wt = (RNG.integers(0, 1 << 11, n) << RNG.integers(0, 4, n)).astype(np.uint64)
+    dat = (RNG.integers(0, 1 << 11, n) << RNG.integers(0, 4, n)).astype(np.uint64)
+    exact = np.where(neg == 1, -1, 1) * wt.astype(np.int64) * dat.astype(np.int64)
+    assert np.array_equal(nf.cmac_fp16_booth(neg, wt, dat, 0), exact)
+    shift = (RNG.integers(1, 8, n) * 4).astype(np.uint64)
+    got = nf.cmac_fp16_booth(neg, wt, dat, shift)
+    floor = exact >> shift.astype(np.int64)
+    assert np.all(np.abs(got - floor) <= 1)       # the C model's own bound on its multiplier
+    assert np.any(got != floor)                   # the separately truncated carry-save rows show
+    assert np.all(nf.cmac_fp16_booth(neg, wt, dat, 32) == 0)
+
+
+def test_cmac_fp16_dot_value():
+    # 64 random fp16 pairs (denormals included): the FP44 value is the exact dot product up to
+    # the alignment truncation, under 2 units of the cell exponent per product
+    cells = 400
+    d = random_fp16_finite(cells * 64).reshape(cells, 64)
+    w = random_fp16_finite(cells * 64, 0, 20).reshape(cells, 64)
+    d[:, ::7] = 0                                             # sparse zeros (masked products)
+    fp44 = nf.cmac_fp16_dot(d, w)
+    assert fp44.shape == (cells,)
+    exact = (d.view(np.float16).astype(np.float64) * w.view(np.float16).astype(np.float64)).sum(1)
+    unit = np.ldexp(1.0, ((fp44 >> np.uint64(38)) & np.uint64(0x3F)).astype(np.int64) - 50)
+    got = np.array([float(fp44_value(b)) for b in fp44])
+    assert np.all(np.abs(got - exact) <= 2 * 64 * unit)
+    # the cell exponent is 4 * the largest (exp >> 2) + (exp >> 2) sum of enabled products
+    de, we = (d >> 10) & 31, (w >> 10) & 31
+    enabled = ((d & 0x7FFF) != 0) & ((w & 0x7FFF) != 0)
+    coarse = np.where(enabled, (de >> 2) + (we >> 2), 0).max(1)
+    assert np.array_equal((fp44 >> np.uint64(38)).astype(np.int64), 4 * coarse)
+
+
+def test_cmac_fp16_dot_single_product_is_exact():
+    d = random_fp16_finite(5000)
+    w = random_fp16_finite(5000)
+    fp44 = nf.cmac_fp16_dot(d[:, None], w[:, None])
+    exact = d.view(np.float16).astype(np.float64) * w.view(np.float16).astype(np.float64)
+    assert np.array_equal(np.array([float(fp44_value(b)) for b in fp44]), exact)
+
+
+def test_cmac_fp16_masks_and_nan():
+    one, big = 0x3C00, 0x7800                                 # 1.0 and 2^15
+    # a disabled product neither adds nor raises the cell exponent
+    fp44 = nf.cmac_fp16_dot([[one, big]], [[one, one]], enable=[[1, 0]])
+    assert fp44_value(fp44[0]) == 1 and (int(fp44[0]) >> 38) == 4 * (3 + 3)
+    # NaN: the first NaN weight wins over any data NaN: exponent 0x3f, sign, 10 payload bits
+    fp44 = nf.cmac_fp16_dot([[0x7E01, one, 0xFC02]], [[one, 0xFD55, one]])
+    assert int(fp44[0]) == (0x3F << 38) | (1 << 37) | (0x155 << 27)
+    fp44 = nf.cmac_fp16_dot([[one, 0xFC02, 0x7E01]], [[one, one, one]])
+    assert int(fp44[0]) == (0x3F << 38) | (1 << 37) | (0x002 << 27)
+
+
+def test_cacc_fp48_accumulates_fp44_sums():
+    from fractions import Fraction
+    cells = 300
+    d = random_fp16_finite(cells * 8 * 64, 0, 24).reshape(cells, 8, 64)
+    w = random_fp16_finite(cells * 8 * 64, 0, 24).reshape(cells, 8, 64)
+    parts = nf.cmac_fp16_dot(d, w)                            # (cells, 8) FP44
+    acc = np.zeros(cells, dtype=np.uint64)
+    exact = [Fraction(0)] * cells
+    for k in range(8):
+        acc = nf.cacc_fp48_add(acc, parts[:, k])
+        exact = [x + fp44_value(p) for x, p in zip(exact, parts[:, k])]
+        for a, x in zip(acc, exact):
+            if x != 0:
+                # each add rounds once to a 40-bit mantissa: relative error < 2^-37 per step
+                assert abs(fp48_value(a) - x) <= abs(x) * Fraction(k + 1, 2 ** 37)
+    # the first add into a zero accumulator is exact
+    first = nf.cacc_fp48_add(0, parts[:, 0])
+    assert all(fp48_value(a) == fp44_value(p) for a, p in zip(first, parts[:, 0]))
+    # delivered fp32: 24 significant bits, magnitude rounded half away from zero
+    out = nf.cacc_fp48_to_fp32(acc)
+    assert out.dtype == np.uint32
+    for a, o in zip(acc, out.view(np.float32)):
+        v = fp48_value(a)
+        if v == 0:
+            assert o == 0
+            continue
+        frac, exp2 = np.frexp(float(abs(v)))                  # float64 holds 40 bits exactly
+        want = np.ldexp(np.floor(np.ldexp(frac, 24) + 0.5), exp2 - 24) * (1 if v > 0 else -1)
+        assert float(o) == want
+
+
+def test_cacc_fp48_rounding_ties_and_specials():
+    e101 = 101 << 40                                          # unit exponent: value = mantissa
+    half = (49 << 38) | 1                                     # FP44 +0.5
+    minus_half = (49 << 38) | ((1 << 38) - 1)                 # FP44 -0.5
+    acc_pos = e101 | (1 << 38)                                # +2^38 (1 ulp = 1)
+    acc_neg = e101 | ((1 << 40) - (1 << 38) - 1)              # -(2^38 + 1)
+    # ties: a positive result rounds up, a negative one down (magnitudes away from zero)
+    assert fp48_value(nf.cacc_fp48_add(acc_pos, half)) == 2 ** 38 + 1
+    assert fp48_value(nf.cacc_fp48_add(acc_neg, minus_half)) == -(2 ** 38 + 2)
+    # a zero FP44 leaves the accumulator; x + (-x) gives the all-zero accumulator
+    assert nf.cacc_fp48_add(acc_pos, 17 << 38) == acc_pos
+    assert nf.cacc_fp48_add(nf.cacc_fp48_add(0, half), minus_half) == 0
+    # NaN: an FP44 NaN replaces the accumulator, a NaN accumulator stays; fp32 keeps 10 bits
+    nan44 = (0x3F << 38) | (1 << 37) | (0x155 << 27)
+    nan48 = nf.cacc_fp48_add(acc_pos, nan44)
+    assert nan48 == (0xFF << 40) | (((1 << 10) | 0x155) << 29)
+    assert nf.cacc_fp48_add(nan48, half) == nan48
+    assert nf.cacc_fp48_to_fp32(nan48) == 0xFF800155
+    # the most negative mantissa -2^39 converts exactly: -2^(e - 62)
+    assert nf.cacc_fp48_to_fp32((100 << 40) | (1 << 39)) == f32(-(2.0 ** 38))
+    assert nf.cacc_fp48_to_fp32(0) == 0

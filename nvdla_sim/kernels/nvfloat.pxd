@@ -29,7 +29,7 @@ tests/test_nvfloat.py):
   operand's LSB and truncates the smaller operand beyond them (no sticky bit); the multiplier
   rounds the exact product once.
 """
-from libc.stdint cimport uint64_t, int64_t
+from libc.stdint cimport uint64_t, int64_t, uint32_t, int32_t, uint16_t, uint8_t
 
 
 cdef extern from *:
@@ -474,3 +474,317 @@ cdef inline uint64_t fp17_to_fp32(uint64_t x) noexcept nogil:
 
 cdef inline uint64_t fp32_to_fp17(uint64_t x) noexcept nogil:
     return fp_narrow(x, 8, 23, 6, 10, False)
+
+
+cdef inline uint64_t fp_eql(uint64_t a, uint64_t b) noexcept nogil:
+    """1 when the bit patterns are equal (FpEql: +0 != -0, a NaN equals its own pattern)."""
+    return 1 if a == b else 0
+
+
+# ---------------------------------------------------------------------------------------------
+# The convolution pipeline's FP16 formats (cmod cmac/NV_NVDLA_cmac.h, cacc/NV_NVDLA_cacc.cpp)
+#
+# FP44, a CMAC cell's FP16 partial sum: bits [43:38] an exponent (the largest exponent sum of the
+# cell's products, times 4), [37:0] a two's-complement mantissa; value = mant * 2^(exp - 50).
+# NaN: exponent 0x3f, bit 37 the sign, [36:27] the fp16 payload.
+# FP48, the CACC's FP16 accumulator (assembly SRAM): bits [47:40] an exponent, [39:0] a
+# two's-complement mantissa, normalised (bit 38 differs from the sign bit 39); value =
+# mant * 2^(exp - 101); 0 is all zeros.  NaN: exponent 0xff, [39:29] sign and payload.
+# ---------------------------------------------------------------------------------------------
+
+cdef inline int64_t sign_extend_bits(uint64_t x, int bits) noexcept nogil:
+    x &= mask_bits(bits)
+    if (x >> (bits - 1)) & 1:
+        return <int64_t>(x | ~mask_bits(bits))
+    return <int64_t>x
+
+
+cdef inline int redundant_sign_bits(uint64_t x, int bits) noexcept nogil:
+    """How many bits below the sign bit of a `bits`-wide two's-complement x repeat the sign."""
+    x &= mask_bits(bits)
+    if (x >> (bits - 1)) & 1:
+        x = ~x & mask_bits(bits)
+    return lead_zeros(x, bits) - 1
+
+
+cdef inline uint32_t _csa_sum(uint32_t a, uint32_t b, uint32_t c) noexcept nogil:
+    return a ^ b ^ c
+
+
+cdef inline uint32_t _csa_carry(uint32_t a, uint32_t b, uint32_t c) noexcept nogil:
+    return ((a & b) | (b & c) | (a & c)) << 1
+
+
+cdef inline void _csa_reduce(uint32_t *rows, int n) noexcept nogil:
+    """Carry-save reduce rows[0:n] (n <= 5) to two rows in rows[0], rows[1], three at a time in
+    order, uncombined rows moving down behind the new sum/carry pairs (the CMAC's tree)."""
+    cdef uint32_t tmp[5]
+    cdef int groups, j, k
+    while n >= 3:
+        groups = n // 3
+        k = 0
+        for j in range(groups):
+            tmp[k] = _csa_sum(rows[3 * j], rows[3 * j + 1], rows[3 * j + 2])
+            tmp[k + 1] = _csa_carry(rows[3 * j], rows[3 * j + 1], rows[3 * j + 2])
+            k += 2
+        for j in range(3 * groups, n):
+            tmp[k] = rows[j]
+            k += 1
+        for j in range(k):
+            rows[j] = tmp[j]
+        n = k
+
+
+cdef inline uint32_t _booth_sign_compensation(uint32_t shift) noexcept nogil:
+    """The constant that completes the sign extensions of the shifted Booth rows."""
+    if shift > 28:
+        return 0
+    if shift == 28:
+        return 0xfffffffb
+    if shift == 24:
+        return 0xffffffab
+    if shift == 20:
+        return 0xfffffaab
+    # 0..16: the pattern 0xaaab0000 shifted, sign-filled from the top
+    return (<uint32_t>0xaaab0000 >> shift) | ~(<uint32_t>0xffffffff >> shift)
+
+
+cdef inline int32_t cmac_fp16_booth(bint negative, uint32_t wt_mant, uint32_t dat_mant,
+                                    uint32_t shift) noexcept nogil:
+    """+-(wt_mant * dat_mant) >> shift as the CMAC computes it (shift a multiple of 4, < 32 or 0
+    out): radix-4 Booth rows of dat_mant selected by wt_mant's bits, reduced by carry-save adders
+    to two vectors that are shifted (truncated) separately, plus a sign-compensation constant.
+    Exact when shift is 0; otherwise within 1 of the floor of the exact quotient."""
+    cdef uint32_t flip = 7 if negative else 0
+    cdef uint32_t w = wt_mant << 1
+    cdef uint32_t pp[8]
+    cdef uint32_t inv[8]
+    cdef uint32_t rows[10]
+    cdef uint32_t code, total
+    cdef int i
+    if shift >= 32:
+        return 0
+    for i in range(8):
+        code = (w & 7) ^ flip
+        w >>= 2
+        if code == 0 or code == 7:
+            pp[i] = 0x10000
+            inv[i] = 0
+        elif code == 1 or code == 2:
+            pp[i] = dat_mant | 0x10000
+            inv[i] = 0
+        elif code == 3:
+            pp[i] = (dat_mant << 1) | 0x10000
+            inv[i] = 0
+        elif code == 4:
+            pp[i] = ~(dat_mant << 1) & 0xffff
+            inv[i] = 1
+        else:
+            pp[i] = ~dat_mant & 0xffff
+            inv[i] = 1
+    rows[0] = pp[0]
+    rows[1] = (pp[1] << 2) | inv[0]
+    rows[2] = (pp[2] << 4) | (inv[1] << 2)
+    rows[3] = (pp[3] << 6) | (inv[2] << 4)
+    rows[4] = inv[3] << 6
+    rows[5] = pp[4] << 8
+    rows[6] = (pp[5] << 10) | (inv[4] << 8)
+    rows[7] = (pp[6] << 12) | (inv[5] << 10)
+    rows[8] = (pp[7] << 14) | (inv[6] << 12)
+    rows[9] = inv[7] << 14
+    _csa_reduce(rows, 5)
+    _csa_reduce(&rows[5], 5)
+    rows[2] = rows[5]
+    rows[3] = rows[6]
+    _csa_reduce(rows, 4)
+    total = (rows[0] >> shift) + (rows[1] >> shift) + _booth_sign_compensation(shift)
+    return <int32_t>total
+
+
+cdef inline int cmac_fp16_products(const uint16_t *data, const uint16_t *weight,
+                                   const uint8_t *enable, int n, int32_t *products) noexcept nogil:
+    """The n (<= 64) fp16 products of one CMAC cell, aligned to the cell's exponent.
+
+    Each exponent splits into a coarse part (exp >> 2) and a 0..3 pre-shift of the 11-bit
+    mantissa (denormals: mantissa without the implied 1, pre-shift 1); products are shifted right
+    by 4 * (largest coarse sum - their coarse sum).  enable[i] = 0 (a zero operand, from the
+    CSC's sparsity masks) gives a 0 product that takes no part in the largest sum.  Returns the
+    FP44 exponent (4 * largest coarse sum, 0..56).
+    """
+    cdef int i, max_sum = 0, coarse
+    cdef uint32_t d_exp, w_exp, d_mant, w_mant
+    for i in range(n):
+        if enable[i]:
+            coarse = ((data[i] >> 12) & 7) + ((weight[i] >> 12) & 7)
+            if coarse > max_sum:
+                max_sum = coarse
+    for i in range(n):
+        if not enable[i]:
+            products[i] = 0
+            continue
+        d_exp = (data[i] >> 10) & 31
+        w_exp = (weight[i] >> 10) & 31
+        d_mant = data[i] & 0x3ff
+        w_mant = weight[i] & 0x3ff
+        if d_exp:
+            d_mant = (d_mant | 0x400) << (d_exp & 3)
+        else:
+            d_mant <<= 1
+        if w_exp:
+            w_mant = (w_mant | 0x400) << (w_exp & 3)
+        else:
+            w_mant <<= 1
+        coarse = <int>(d_exp >> 2) + <int>(w_exp >> 2)
+        products[i] = cmac_fp16_booth(((data[i] ^ weight[i]) >> 15) & 1, w_mant, d_mant,
+                                      <uint32_t>((max_sum - coarse) << 2))
+    return max_sum << 2
+
+
+cdef inline bint cmac_fp16_nan(const uint16_t *data, const uint16_t *weight, int n,
+                               uint64_t *fp44) noexcept nogil:
+    """The FP44 NaN of a cell: the first NaN weight, else the first NaN data element."""
+    cdef int i
+    cdef uint16_t x = 0
+    cdef bint found = False
+    for i in range(n):
+        if (weight[i] & 0x7c00) == 0x7c00 and (weight[i] & 0x3ff):
+            x = weight[i]
+            found = True
+            break
+    if not found:
+        for i in range(n):
+            if (data[i] & 0x7c00) == 0x7c00 and (data[i] & 0x3ff):
+                x = data[i]
+                found = True
+                break
+    if found:
+        fp44[0] = (<uint64_t>0x3f << 38) | (<uint64_t>((x >> 15) & 1) << 37) | (<uint64_t>(x & 0x3ff) << 27)
+    return found
+
+
+cdef inline uint64_t fp44_pack(int exponent, int64_t mantissa) noexcept nogil:
+    return ((<uint64_t>exponent & 0x3f) << 38) | (<uint64_t>mantissa & mask_bits(38))
+
+
+cdef inline uint64_t cmac_fp16_dot(const uint16_t *data, const uint16_t *weight,
+                                   const uint8_t *enable, int n) noexcept nogil:
+    """One CMAC cell's direct-convolution FP16 result (<= 64 products summed) as FP44 bits."""
+    cdef int32_t products[64]
+    cdef uint64_t nan
+    cdef int64_t total = 0
+    cdef int i, exponent
+    if n > 64:
+        n = 64
+    if cmac_fp16_nan(data, weight, n, &nan):
+        return nan
+    exponent = cmac_fp16_products(data, weight, enable, n, products)
+    for i in range(n):
+        total += products[i]
+    return fp44_pack(exponent, total)
+
+
+cdef inline uint64_t cacc_fp48_add(uint64_t acc, uint64_t fp44) noexcept nogil:
+    """acc + fp44 in the CACC's FP48 accumulator (the first add of a stripe starts from acc 0).
+
+    Aligns the smaller operand (bits shifted out kept for rounding; beyond 40 it is dropped),
+    adds in 40 bits, renormalises, rounds the two's-complement mantissa half up for positive and
+    above half for negative results (magnitude ties away from zero).  A NaN accumulator stays,
+    a NaN product replaces it; a zero product leaves acc unchanged.
+    """
+    cdef uint64_t m40 = mask_bits(40)
+    cdef int64_t mac_exp = <int64_t>((fp44 >> 38) & 0x3f)
+    cdef int64_t mac_mant = sign_extend_bits(fp44, 38)
+    cdef int64_t acc_exp = <int64_t>((acc >> 40) & 0xff)
+    cdef int64_t acc_mant = sign_extend_bits(acc, 40)
+    cdef int64_t mac_ext, acc_ext, big, d, e
+    cdef uint64_t out_bits = 0, total, mant, rounded, final
+    cdef int n0, n1
+    cdef bint overflow = False, guard, sticky, up, neg, mac_neg
+    cdef uint64_t low_bit = 0
+    if mac_mant == 0:
+        return acc & mask_bits(48)
+    if acc_exp == 0xff:
+        return (<uint64_t>0xff << 40) | (acc & (<uint64_t>0x7ff << 29))
+    if mac_exp == 0x3f:
+        return (<uint64_t>0xff << 40) | (((fp44 >> 27) & 0x7ff) << 29)
+    # normalise the product sum, then widen it to 40 bits
+    n0 = redundant_sign_bits(<uint64_t>mac_mant, 38)
+    mac_ext = sign_extend_bits(<uint64_t>mac_mant << n0, 38) * 4
+    mac_exp = (mac_exp - n0 + 49) & 0xff
+    if acc_mant == 0:
+        acc_exp = 0
+    acc_ext = acc_mant
+    big = mac_exp
+    if mac_exp > acc_exp:
+        d = mac_exp - acc_exp
+        if d <= 40:
+            out_bits = ((<uint64_t>acc_ext & mask_bits(<int>d)) << (40 - d)) & m40
+            acc_ext >>= d
+        else:
+            acc_ext = 0
+    elif mac_exp < acc_exp:
+        big = acc_exp
+        d = acc_exp - mac_exp
+        if d <= 40:
+            out_bits = ((<uint64_t>mac_ext & mask_bits(<int>d)) << (40 - d)) & m40
+            mac_ext >>= d
+        else:
+            mac_ext = 0
+    total = <uint64_t>(acc_ext + mac_ext) & m40
+    mac_neg = mac_ext < 0
+    if mac_neg == (acc_ext < 0) and mac_neg != <bint>((total >> 39) & 1):
+        overflow = True
+        low_bit = total & 1
+        mant = (<uint64_t>mac_neg << 39) | (total >> 1)
+        e = big + 1
+    elif ((total >> 38) & 1) == ((total >> 39) & 1):
+        n1 = redundant_sign_bits(total, 40)
+        mant = ((total << n1) | (out_bits >> (40 - n1))) & m40
+        out_bits = (out_bits << n1) & m40
+        e = big - n1
+    else:
+        mant = total
+        e = big
+    if overflow:
+        guard = low_bit != 0
+        sticky = out_bits != 0
+    else:
+        guard = (out_bits >> 39) & 1
+        sticky = (out_bits & mask_bits(39)) != 0
+    neg = (mant >> 39) & 1
+    up = (guard and sticky) if neg else guard
+    rounded = (mant + <uint64_t>up) & m40
+    if ((rounded >> 39) & 1) != <uint64_t>neg:
+        final = (<uint64_t>neg << 39) | (rounded >> 1)
+        e += 1
+    else:
+        final = rounded
+    if final == 0:
+        e = 0
+    return ((<uint64_t>e & 0xff) << 40) | final
+
+
+cdef inline uint64_t cacc_fp48_to_fp32(uint64_t acc) noexcept nogil:
+    """An FP48 accumulator to the fp32 the CACC delivers to the SDP: the 24 bits below the sign
+    rounded on the magnitude half up (no sticky bit: ties away from zero); NaN keeps 10 payload
+    bits; the accumulator is assumed normalised (what cacc_fp48_add leaves)."""
+    cdef uint64_t e = (acc >> 40) & 0xff
+    cdef uint64_t mu = acc & mask_bits(40)
+    cdef uint64_t neg = (mu >> 39) & 1
+    cdef uint64_t mag, expo, t, frac
+    if e == 0xff:
+        return (neg << 31) | (<uint64_t>0xff << 23) | ((mu >> 29) & 0x3ff)
+    if neg and (mu & mask_bits(39)) == 0:
+        return (<uint64_t>1 << 31) | (((e + 65) & 0xff) << 23)
+    mag = ((~mu + 1) if neg else mu) & mask_bits(39)
+    expo = 0 if mu == 0 else (e + 64) & 0xff
+    if (mag >> 14) & 1:
+        t = ((neg << 24) | (mag >> 15)) + 1
+        t &= mask_bits(25)
+        if ((t >> 24) & 1) != neg:
+            t = (neg << 24) | (t >> 1)
+            expo = (expo + 1) & 0xff
+        frac = t & mask_bits(23)
+    else:
+        frac = (mag >> 15) & mask_bits(23)
+    return (neg << 31) | (expo << 23) | frac

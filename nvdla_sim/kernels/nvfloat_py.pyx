@@ -8,7 +8,7 @@ numpy float16/float32 array `x` are `x.view(np.uint16)` / `x.view(np.uint32)`.
 """
 import numpy as np
 cimport numpy as cnp
-from libc.stdint cimport uint64_t, int64_t
+from libc.stdint cimport uint64_t, int64_t, uint32_t, uint16_t, uint8_t
 
 from . cimport nvfloat as nf
 
@@ -314,3 +314,84 @@ def fp17_to_int(a, int int_bits=32):
 
 def fp32_to_int(a, int int_bits=32):
     return fp_to_int(a, 8, 23, int_bits)
+
+
+def fp_eql(a, b):
+    """FpEql: 1 where the bit patterns are equal."""
+    xa, xb = np.broadcast_arrays(_as_u64(a), _as_u64(b))
+    return (xa == xb).astype(np.uint64)
+
+
+# --- the convolution pipeline's FP16 formats: FP44 (CMAC) and FP48 (CACC) ----------------------
+
+def cmac_fp16_booth(negative, wt_mant, dat_mant, shift):
+    """The CMAC's Booth product +-(wt_mant * dat_mant) >> shift (int64 array; see nvfloat.pxd)."""
+    xs = np.broadcast_arrays(_as_u64(negative), _as_u64(wt_mant), _as_u64(dat_mant), _as_u64(shift))
+    shape = xs[0].shape
+    cdef const uint64_t[::1] vn = np.ascontiguousarray(xs[0]).reshape(-1)
+    cdef const uint64_t[::1] vw = np.ascontiguousarray(xs[1]).reshape(-1)
+    cdef const uint64_t[::1] vd = np.ascontiguousarray(xs[2]).reshape(-1)
+    cdef const uint64_t[::1] vs = np.ascontiguousarray(xs[3]).reshape(-1)
+    out = np.empty(vn.shape[0], dtype=np.int64)
+    cdef int64_t[::1] vo = out
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(vn.shape[0]):
+            vo[i] = nf.cmac_fp16_booth(vn[i] != 0, <uint32_t>(vw[i] & 0x7fff),
+                                       <uint32_t>(vd[i] & 0x7fff), <uint32_t>min(vs[i], 32))
+    return out.reshape(shape)
+
+
+def cmac_fp16_dot(data, weight, enable=None):
+    """FP44 bits (uint64) of CMAC cells: data and weight are fp16 bit patterns of shape
+    (..., n), n <= 64 channels per cell; enable (same shape, default: both operands nonzero, i.e.
+    the CSC's sparsity masks) selects the products that take part."""
+    d = np.ascontiguousarray(np.asarray(data).astype(np.uint16))
+    w = np.ascontiguousarray(np.asarray(weight).astype(np.uint16))
+    if d.shape != w.shape or d.ndim == 0 or d.shape[d.ndim - 1] > 64:
+        raise ValueError(f"data {d.shape} and weight {w.shape} must be equal shapes (..., n <= 64)")
+    if enable is None:
+        en = ((d & 0x7fff) != 0) & ((w & 0x7fff) != 0)
+    else:
+        en = np.broadcast_to(np.asarray(enable, dtype=bool), d.shape)
+    en = np.ascontiguousarray(en.astype(np.uint8))
+    n = d.shape[d.ndim - 1]
+    cdef const uint16_t[:, ::1] vd = d.reshape(-1, n)
+    cdef const uint16_t[:, ::1] vw = w.reshape(-1, n)
+    cdef const uint8_t[:, ::1] ve = en.reshape(-1, n)
+    out = np.empty(vd.shape[0], dtype=np.uint64)
+    cdef uint64_t[::1] vo = out
+    cdef Py_ssize_t i
+    cdef int cn = n
+    with nogil:
+        for i in range(vd.shape[0]):
+            vo[i] = nf.cmac_fp16_dot(&vd[i, 0], &vw[i, 0], &ve[i, 0], cn)
+    return out.reshape(d.shape[:d.ndim - 1])
+
+
+def cacc_fp48_add(acc, fp44):
+    """FP48 accumulators (uint64 bits) plus FP44 partial sums, elementwise."""
+    xa, xb = np.broadcast_arrays(_as_u64(acc), _as_u64(fp44))
+    shape = xa.shape
+    cdef const uint64_t[::1] va = np.ascontiguousarray(xa).reshape(-1)
+    cdef const uint64_t[::1] vb = np.ascontiguousarray(xb).reshape(-1)
+    out = np.empty(va.shape[0], dtype=np.uint64)
+    cdef uint64_t[::1] vo = out
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(va.shape[0]):
+            vo[i] = nf.cacc_fp48_add(va[i], vb[i])
+    return out.reshape(shape)
+
+
+def cacc_fp48_to_fp32(acc):
+    """FP48 accumulators to the fp32 bits (uint32) the CACC delivers."""
+    x = _as_u64(acc)
+    cdef const uint64_t[::1] vi = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(vi.shape[0], dtype=np.uint64)
+    cdef uint64_t[::1] vo = out
+    cdef Py_ssize_t i
+    with nogil:
+        for i in range(vi.shape[0]):
+            vo[i] = nf.cacc_fp48_to_fp32(vi[i])
+    return out.reshape(x.shape).astype(np.uint32)
