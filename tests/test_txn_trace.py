@@ -244,3 +244,11 @@ def test_official_cfg_test_as_txn(tmp_path, corpus_root):
     folder = write_txn_trace(parse_cfg(test, 2), nv_small, tmp_path / "pdp")
     outcome = run_test(folder, nv_small)
     assert outcome.status == "pass" and any(c.kind == "dump_mem" for c in outcome.checks)
+
+
+def test_a_refused_register_write_names_the_trace_line(tmp_path):
+    lines = [f"write_reg {csb('BDMA', 'CFG_LINE')} 0x7", f"write_reg {csb('BDMA', 'CFG_LAUNCH0')} 0x1",
+             f"write_reg {csb('BDMA', 'CFG_LAUNCH0')} 0x1"]
+    folder = make_test(tmp_path, "\n".join(lines) + "\n")
+    with pytest.raises(NvdlaSimError, match=r"input.txn:3: BDMA.CFG_LAUNCH0: group 0 launched again"):
+        Engine(NV_FULL).run(parse_txn(folder))

@@ -12,7 +12,7 @@ import numpy as np
 import simpy
 
 from ..config import HardwareConfig
-from ..errors import NvdlaSimError
+from ..errors import NvdlaSimError, UnsupportedError
 from ..memory import MemoryAccessError, MemorySystem
 from ..program import (CheckCrc, CheckNothing, DumpMem, IntrNotify, MemFill, MemLoad, PollRegEqual,
                        ReadReg, RegisterProgram, RegWrite, SyncWait, WaitInterrupt)
@@ -237,7 +237,14 @@ class Engine:
             if isinstance(cmd, RegWrite):
                 if slow_wait > 0 and self._slow_csb_target(cmd.addr):
                     yield env.timeout(slow_wait)    # the unit's CSB port is not ready yet
-                self.regs.write(cmd.addr, cmd.value)
+                try:
+                    self.regs.write(cmd.addr, cmd.value)
+                except UnsupportedError:
+                    raise
+                except NvdlaSimError as exc:          # a unit refused the write: name the line
+                    if cmd.where is None:
+                        raise
+                    raise NvdlaSimError(f"{cmd.where}: {exc}") from None
                 yield env.timeout(csb.write_interval_cycles)
             elif isinstance(cmd, (MemFill, MemLoad)) and not self.compute_values:
                 continue                            # timing only: no memory contents
