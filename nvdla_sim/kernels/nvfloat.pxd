@@ -475,6 +475,64 @@ cdef inline uint64_t fp17_to_fp32(uint64_t x) noexcept nogil:
 cdef inline uint64_t fp32_to_fp17(uint64_t x) noexcept nogil:
     return fp_narrow(x, 8, 23, 6, 10, False)
 
+cdef inline uint64_t fp16_add(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_add(a, b, 5, 10)
+
+cdef inline uint64_t fp16_sub(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_sub(a, b, 5, 10)
+
+cdef inline uint64_t fp16_mul(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_mul(a, b, 5, 10)
+
+cdef inline uint64_t fp16_max(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_max(a, b, 5, 10)
+
+cdef inline uint64_t fp16_min(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_min(a, b, 5, 10)
+
+cdef inline uint64_t fp17_add(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_add(a, b, 6, 10)
+
+cdef inline uint64_t fp17_sub(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_sub(a, b, 6, 10)
+
+cdef inline uint64_t fp17_mul(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_mul(a, b, 6, 10)
+
+cdef inline uint64_t fp17_max(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_max(a, b, 6, 10)
+
+cdef inline uint64_t fp17_min(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_min(a, b, 6, 10)
+
+cdef inline uint64_t fp32_add(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_add(a, b, 8, 23)
+
+cdef inline uint64_t fp32_sub(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_sub(a, b, 8, 23)
+
+cdef inline uint64_t fp32_mul(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_mul(a, b, 8, 23)
+
+cdef inline uint64_t fp32_max(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_max(a, b, 8, 23)
+
+cdef inline uint64_t fp32_min(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_min(a, b, 8, 23)
+
+cdef inline uint64_t int16_to_fp16(int64_t x) noexcept nogil:
+    return fp_from_int(x, 16, 5, 10)
+
+cdef inline uint64_t int17_to_fp16(int64_t x) noexcept nogil:
+    return fp_from_int(x, 17, 5, 10)
+
+cdef inline int64_t fp16_to_int16(uint64_t x) noexcept nogil:
+    return fp_to_int(x, 5, 10, 16)
+
+cdef inline uint64_t uint16_to_fp17(uint64_t x) noexcept nogil:
+    """x * 2^-16 as fp17 (the PDP/CDP's reciprocal and LUT fractions)."""
+    return fp_from_fraction(x & 0xffff, 16, 6, 10)
+
 
 cdef inline uint64_t fp_eql(uint64_t a, uint64_t b) noexcept nogil:
     """1 when the bit patterns are equal (FpEql: +0 != -0, a NaN equals its own pattern)."""

@@ -338,7 +338,7 @@ def cmac_fp16_booth(negative, wt_mant, dat_mant, shift):
     with nogil:
         for i in range(vn.shape[0]):
             vo[i] = nf.cmac_fp16_booth(vn[i] != 0, <uint32_t>(vw[i] & 0x7fff),
-                                       <uint32_t>(vd[i] & 0x7fff), <uint32_t>min(vs[i], 32))
+                                       <uint32_t>(vd[i] & 0x7fff), <uint32_t>(vs[i] if vs[i] < 32 else 32))
     return out.reshape(shape)
 
 
@@ -395,3 +395,8 @@ def cacc_fp48_to_fp32(acc):
         for i in range(vi.shape[0]):
             vo[i] = nf.cacc_fp48_to_fp32(vi[i])
     return out.reshape(x.shape).astype(np.uint32)
+
+
+def uint16_to_fp17(a):
+    """HLS_uint16_to_fp17: unsigned 16-bit fractions a * 2^-16 to fp17 bits."""
+    return fraction_to_fp(a, 16, 6, 10)
