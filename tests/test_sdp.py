@@ -25,7 +25,8 @@ X_BYPASSED = {"bypass": 1, "alu_bypass": 1, "alu_algo": 0, "alu_shift": 0, "mul_
               "mul_prelu": 0, "mul_shift": 0, "relu_bypass": 1}
 Y_BYPASSED = {"bypass": 1, "alu_bypass": 1, "alu_algo": 0, "mul_bypass": 1, "mul_prelu": 0,
               "truncate": 0, "lut_bypass": 1,
-              "alu_mem": 0, "mul_mem": 0, "alu_cvt": 0, "alu_cvt_offset": 0, "alu_cvt_scale": 1, "alu_cvt_truncate": 0,
+              "alu_mem": 0, "mul_mem": 0,
+              "alu_cvt": 0, "alu_cvt_offset": 0, "alu_cvt_scale": 1, "alu_cvt_truncate": 0,
               "mul_cvt": 0, "mul_cvt_offset": 0, "mul_cvt_scale": 1, "mul_cvt_truncate": 0}
 TABLE = {"exponent": 0, "index_offset": 0, "index_select": 0, "start": 0, "end": 0,
          "uflow_scale": 0, "uflow_shift": 0, "oflow_scale": 0, "oflow_shift": 0}

@@ -516,10 +516,39 @@ def test_fp16_flying_input_is_fp32_bit_patterns_from_cacc():
     assert np.array_equal(got.view(np.uint16).astype(np.int64), expected)
 
 
+@pytest.mark.parametrize("out", [INT16, FP16])
+def test_int8_processing_written_as_16_bit_splits_each_surface_in_two(out):
+    """PROC INT8 with an INT16 / FP16 output: 40 channels are 2 INT8 surfaces in, 4 surfaces of
+    16 out (channels 0-15, 16-31, 32-47, 48-63 with the padding lanes)."""
+    width, height, channels = 3, 2, 40
+    rng = np.random.default_rng(8)
+    x = rng.integers(-128, 128, (64, height, width)).astype(np.int8)
+    program, lanes, line, surf = _program(
+        width, height, channels,
+        {"D_DP_BS_CFG": {"BS_BYPASS": 0, "BS_ALU_BYPASS": 1, "BS_MUL_BYPASS": 0,
+                         "BS_RELU_BYPASS": 1},
+         "D_DP_BS_MUL_SRC_VALUE": {"BS_MUL_OPERAND": 1000},
+         "D_CVT_SHIFT": {"CVT_SHIFT": 2},
+         "D_DST_LINE_STRIDE": {"DST_LINE_STRIDE": width * ATOM},
+         "D_DST_SURFACE_STRIDE": {"DST_SURFACE_STRIDE": width * height * ATOM}},
+        {}, [], INT8, out)
+    program.commands[0:0] = [MemLoad("pri_mem", SRC, _image(x, 32, line, surf))]
+    engine = Engine(load_hardware("nv_full"))
+    engine.run(program)
+    got = read_cube(engine.memory.space(1), DST, width, height, 64, width * ATOM,
+                    width * height * ATOM, 16, np.int16)
+    r17 = sat(rnd(x.astype(object) * 1000, 2), 17)
+    if out == INT16:
+        expected = sat(r17, 16).astype(np.int16)
+    else:
+        expected = np.clip(r17.astype(np.float32), -65504, 65504).astype(np.float16)
+    assert np.array_equal(got.view(expected.dtype), expected)
+
+
 def test_mixed_precisions_that_change_surface_size_are_unsupported():
     from nvdla_sim.errors import UnsupportedError
     program, *_ = _program(1, 1, 16, {}, {}, [], INT16, INT8)
-    with pytest.raises(UnsupportedError, match="OUT_PRECISION INT8"):
+    with pytest.raises(UnsupportedError, match="OUT_PRECISION INT8 .a 16-bit cube written"):
         Engine(load_hardware("nv_full")).run(program)
     program, *_ = _program(1, 1, 16, {}, {}, [], INT8, INT8, in_precision=INT16)
     with pytest.raises(UnsupportedError, match="IN_PRECISION INT16 processed as INT8"):

@@ -2,9 +2,9 @@
 
 Tokens: SDP_RDMA cuts the input cube (in read order) into streaming tokens of atoms; operands read
 per element from memory are booked on the same port beside each data token, operands per kernel
-once before the first.  The core serves atoms at (elements per atom) / throughput cycles each (8 on nv_small;
-an INT16 / FP16 atom holds half the elements of an INT8 one) with
-a fixed pipeline depth plus one stage depth per enabled X stage.  Its output goes to its own WDMA,
+once before the first.  The core serves atoms at (elements per atom) / throughput cycles each
+(8 on nv_small; an INT16 / FP16 atom holds half the elements of an INT8 one) with a fixed
+pipeline depth plus one stage depth per enabled X stage.  Its output goes to its own WDMA,
 or in SDP->PDP mode to the PDP core's input channel.  In flying mode the input comes from CACC.
 """
 from __future__ import annotations
@@ -52,6 +52,7 @@ class SdpGeometry:
     ram_type: int
     writes: bool = True              # False in EW EQL mode: nothing is written
     element_bytes: int = 1           # PROC_PRECISION: an atom holds atom_bytes / this elements
+    out_ratio: int = 1               # output atoms per input atom (2: INT8 written as 16-bit)
 
 
 def rdma(unit: "Unit", geom: SdpRdmaGeometry) -> Generator:
@@ -156,12 +157,13 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
                 ops.release(op.n)          # taken into the core's pipeline
             seg = Seg(seg.n, max(seg.first, min(have_last, seg.last)), max(seg.last, have_last),
                       seg.tag, seg.end)
+        n_out = seg.n * geom.out_ratio
         if out is not None and out.room is not None:
-            yield from waited(env, out.room.acquire(seg.n), tracker, f"{out.name} full")
+            yield from waited(env, out.room.acquire(n_out), tracker, f"{out.name} full")
         start, end = serve(env.now, seg, c)
         tracker.stall(env.now, start, "waiting for data")
         if out is not None:
-            out.put(Seg(seg.n, start + c + depth, end + depth, end=seg.end))
+            out.put(Seg(n_out, start + c + depth, end + depth, end=seg.end))
         tracker.busy(start, end)
         yield from wait_until(env, end)
         inp.release(seg.n)

@@ -1,19 +1,22 @@
 """SDP (single data point processor) and SDP_RDMA (its input and operand DMA).
 
-SDP takes an int32 cube either on the fly from CACC ("cacc->sdp", D_FEATURE_MODE_CFG.FLYING_MODE
-= ON) or from SDP_RDMA, which reads the INT8 / INT16 cube from memory.  Precision is data: SDP's
-D_DATA_FORMAT (PROC_PRECISION, OUT_PRECISION) and SDP_RDMA's D_FEATURE_MODE_CFG (IN_PRECISION,
-PROC_PRECISION) decode to `DataType`s that size the surfaces (32 INT8 or 16 INT16 elements per
-32-byte atom), the operand layout (surfaces of PROC_PRECISION elements) and the output.  SDP_RDMA also reads the BS / BN /
-EW operand arrays its BRDMA / NRDMA / ERDMA are enabled for; it hands the input and the operands
-to SDP in one payload on "sdp_rdma->sdp".  SDP waits for SDP_RDMA only when it needs something
-from memory (its input, or an operand a stage takes from MEM).  The result goes to memory in OUT_PRECISION
-at the DST address, or to PDP on "sdp->pdp" (OUTPUT_DST = PDP; nothing is written); in EW EQL mode
-nothing is written either and D_STATUS.STATUS_UNEQUAL records whether some result was not 0.
+SDP takes its cube either on the fly from CACC ("cacc->sdp", D_FEATURE_MODE_CFG.FLYING_MODE = ON:
+int32 values, or FP32 bit patterns for FP16) or from SDP_RDMA, which reads the INT8 / INT16 / FP16
+cube from memory.  Precision is data: SDP's D_DATA_FORMAT (PROC_PRECISION, OUT_PRECISION) and
+SDP_RDMA's D_FEATURE_MODE_CFG (IN_PRECISION, PROC_PRECISION) decode to `DataType`s that size the
+surfaces (32 INT8 or 16 INT16 / FP16 elements per 32-byte atom), the operand layout (surfaces of
+PROC_PRECISION elements) and the output.  SDP_RDMA also reads the BS / BN / EW operand arrays its
+BRDMA / NRDMA / ERDMA are enabled for; it hands the input and the operands to SDP in one payload
+on "sdp_rdma->sdp".  SDP waits for SDP_RDMA only when it needs something from memory (its input,
+or an operand a stage takes from MEM).  The result goes to memory in OUT_PRECISION at the DST
+address (an INT8 cube written as INT16 / FP16 becomes two 16-channel surfaces per 32-channel
+one), or to PDP on "sdp->pdp" (OUTPUT_DST = PDP; nothing is written); in EW EQL mode nothing is
+written either and D_STATUS.STATUS_UNEQUAL records whether some result was not 0.
 
 The arithmetic is the kernel `kernels/sdp.pyx`; `sdp_compute` runs it for a register group and
-is usable without the engine.  The LUT tables (LE 65, LO 257 int16 entries) are single, shared by
-both register groups, and loaded through S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA.
+is usable without the engine.  The LUT tables (LE 65, LO 257 16-bit entries: INT16, or FP16 bit
+patterns in FP16 processing) are single, shared by both register groups, and loaded through
+S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA.
 """
 from __future__ import annotations
 
@@ -233,9 +236,9 @@ def sdp_compute(view: GroupView, x: np.ndarray, operands: dict[str, StageOperand
         x = widen_fp16(x)[0]
     elif x.dtype in (np.float32, np.uint32):       # FP32 values / bit patterns from CACC
         x = np.ascontiguousarray(x).view(np.int32)
-    if out_type.bytes != proc_type.bytes:
+    if out_type.bytes < proc_type.bytes:
         raise ValueError(f"PROC_PRECISION {proc_type} with OUT_PRECISION {out_type} (output "
-                         "surfaces of another size) is not modelled")
+                         "cube written as INT8) is not modelled")
     x = np.ascontiguousarray(x, np.int32)
     le = np.zeros(LE_ENTRIES, np.int64) if lut is None else np.ascontiguousarray(lut.le, np.int64)
     lo = np.zeros(LO_ENTRIES, np.int64) if lut is None else np.ascontiguousarray(lut.lo, np.int64)
@@ -377,9 +380,9 @@ class Sdp(Unit):
     def execute(self, view: GroupView) -> Generator:
         proc_type, out_type = precisions(self, view, "D_DATA_FORMAT",
                                          ("PROC_PRECISION", "OUT_PRECISION"))
-        if out_type.bytes != proc_type.bytes:
+        if out_type.bytes < proc_type.bytes:
             raise self.unsupported(f"PROC_PRECISION {proc_type} with OUT_PRECISION {out_type} "
-                                   "(output surfaces of another size) is not modelled")
+                                   "(a 16-bit cube written as INT8) is not modelled")
         atom = self.hw.memory_atomic_bytes
         lanes = proc_type.elements_per_atom(atom)
         width, height, channels = cube_dims(view)
@@ -420,7 +423,8 @@ class Sdp(Unit):
             stages=sum(1 for stage in STAGES
                        if not view.field(f"D_DP_{stage}_CFG", f"{stage}_BYPASS")
                        and (stage != "EW" or self.hw.sdp.ew)),     # no EW hardware: skipped
-            ram_type=ram_type, writes=not is_eql_mode(view), element_bytes=proc_type.bytes)
+            ram_type=ram_type, writes=not is_eql_mode(view), element_bytes=proc_type.bytes,
+            out_ratio=out_type.bytes // proc_type.bytes)
         if is_eql_mode(view):
             yield from sdp_timing.core(self, timing)
             return                                      # EQL mode only compares
@@ -434,9 +438,10 @@ class Sdp(Unit):
         if width == 1 and height == 1:
             line_stride = surf_stride = atom            # a 1x1 cube is written as packed surfaces
         if values:
+            # An INT8 cube written as INT16 / FP16: each 32-channel surface becomes two of 16.
             write_cube(self.engine.memory.space(ram_type),
                        view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), result.output,
-                       line_stride, surf_stride, lanes)
+                       line_stride, surf_stride, out_type.elements_per_atom(atom))
         yield from sdp_timing.core(self, timing)
 
     def record_counters(self, view: GroupView, counters: dict) -> None:
