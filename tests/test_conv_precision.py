@@ -550,3 +550,88 @@ def test_fp16_timing_only_run():
     assert out is None
     mac16, _ = _mac_busy(random_layer(rng, INT16, **shape))
     assert result.unit_stats["CMAC_A"]["busy_cycles"] == mac16
+
+
+# -- image input converted to INT16 / FP16 -------------------------------------------------------
+@pytest.mark.parametrize("dtype", [INT16, FP16], ids=["int16", "fp16"])
+def test_8bit_image_converted_to_16_bit_types(dtype):
+    """A8R8G8B8 pixels (B,G,R,A in memory), means per element, scale 1000, truncate 1: INT16
+    saturates at 16 bits, FP16 rounds the 17-bit result to nearest even (65535 -> INF, which the
+    MACs read as 65536); a 2x2-pixel kernel over padded lines (one pad pixel left)."""
+    rng = np.random.default_rng(21 + dtype.code)
+    h, w, k, r, s = 3, 3, 5, 2, 2
+    raw = rng.integers(0, 256, (h, w, 4)).astype(np.uint8)
+    raw[0, 0] = [255, 255, 255, 255]                           # far beyond 16 bits once scaled
+    means, scale, trunc = np.array([7, 100, -20, 3]), 1000, 1
+    pad_bits = 0x3C00 if dtype == FP16 else 0xFFF9            # 1.0 / -7
+    rgba = raw[:, :, [2, 1, 0, 3]].astype(np.int64)            # memory B,G,R,A -> R,G,B,A
+    conv = round_shift((rgba - means) * scale, trunc)
+    if dtype == INT16:
+        px = np.clip(conv, -32768, 32767)
+        pad = pad_bits - 0x10000
+        wts = rng.integers(-300, 300, (k, 4 * s, r, 1)).astype(np.int16)
+    else:
+        with np.errstate(over="ignore"):                        # 65520.. round to INF
+            px = fp16_values(np.clip(conv, -65536, 65535).astype(np.float16).view(np.uint16))
+        pad = 1.0
+        wts = random_fp16(rng, (k, 4 * s, r, 1), 0, False)
+    lines = np.full((h, (1 + w) * 4), pad, np.float64)
+    lines[:, 4:] = px.reshape(h, -1)
+    wv = wts.astype(np.int64) if dtype == INT16 else fp16_values(wts.view(np.uint16))
+    ref = np.zeros((k, h - r + 1, w + 1 - s + 1))
+    for oy in range(ref.shape[1]):
+        for ox in range(ref.shape[2]):
+            for rr in range(r):
+                ref[:, oy, ox] += wv[:, :, rr, 0] @ lines[oy + rr, ox * 4: ox * 4 + 4 * s]
+    img = np.zeros(32 * h, np.uint8)
+    for y in range(h):
+        img[32 * y: 32 * y + 12] = raw[y].reshape(-1)
+    packed = pack_weights(wts, 16)
+    misc = {"CONV_MODE": 0, "IN_PRECISION": INT8.code, "PROC_PRECISION": dtype.code}
+    bank = {"DATA_BANK": 0, "WEIGHT_BANK": 0}
+    ow, oh = ref.shape[2], ref.shape[1]
+    regs = {f"{u}.S_POINTER": {"PRODUCER": 0} for u in CONV_UNITS}
+    regs.update({
+        "CDMA.D_MISC_CFG": misc,
+        "CDMA.D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 13},
+        "CDMA.D_DATAIN_SIZE_0": {"DATAIN_WIDTH": w - 1, "DATAIN_HEIGHT": h - 1},
+        "CDMA.D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": 3},
+        "CDMA.D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
+        "CDMA.D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
+        "CDMA.D_LINE_STRIDE": {"LINE_STRIDE": 32}, "CDMA.D_ENTRY_PER_SLICE": {"ENTRIES": 0},
+        "CDMA.D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": 4 * s * r * 2 - 1},
+        "CDMA.D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": k - 1},
+        "CDMA.D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
+        "CDMA.D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
+        "CDMA.D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
+        "CDMA.D_CVT_CFG": {"CVT_EN": 1, "CVT_TRUNCATE": trunc},
+        "CDMA.D_CVT_SCALE": {"CVT_SCALE": scale}, "CDMA.D_MEAN_FORMAT": {"MEAN_FORMAT": 1},
+        "CDMA.D_MEAN_GLOBAL_0": {"MEAN_RY": means[0], "MEAN_GU": means[1]},
+        "CDMA.D_MEAN_GLOBAL_1": {"MEAN_BV": means[2] & 0xFFFF, "MEAN_AX": means[3]},
+        "CDMA.D_ZERO_PADDING": {"PAD_LEFT": 1}, "CDMA.D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits},
+        "CDMA.D_BANK": bank,
+        "CSC.D_MISC_CFG": misc, "CSC.D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1},
+        "CSC.D_DATAIN_SIZE_EXT_0": {"DATAIN_WIDTH_EXT": w - 1, "DATAIN_HEIGHT_EXT": h - 1},
+        "CSC.D_DATAIN_SIZE_EXT_1": {"DATAIN_CHANNEL_EXT": 3},
+        "CSC.D_WEIGHT_SIZE_EXT_0": {"WEIGHT_WIDTH_EXT": 0, "WEIGHT_HEIGHT_EXT": r - 1},
+        "CSC.D_WEIGHT_SIZE_EXT_1": {"WEIGHT_CHANNEL_EXT": 4 * s - 1, "WEIGHT_KERNEL": k - 1},
+        "CSC.D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": ow - 1, "DATAOUT_HEIGHT": oh - 1},
+        "CSC.D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1},
+        "CSC.D_ZERO_PADDING": {"PAD_LEFT": 1}, "CSC.D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits},
+        "CSC.D_BANK": bank,
+        "CMAC_A.D_MISC_CFG": {"PROC_PRECISION": dtype.code},
+        "CMAC_B.D_MISC_CFG": {"PROC_PRECISION": dtype.code},
+        "CACC.D_MISC_CFG": {"PROC_PRECISION": dtype.code},
+        "CACC.D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": ow - 1, "DATAOUT_HEIGHT": oh - 1},
+        "CACC.D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1}})
+    engine = Engine(load_hardware("nv_full"))
+    engine.run(RegisterProgram("image16", [
+        MemLoad("pri_mem", SRC, img), MemLoad("pri_mem", WT, packed),
+        IntrNotify("CACC", 0, "cacc"), *reg_writes(regs, version=1),
+        *reg_writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS}, version=1)]))
+    out = engine.channel("cacc->sdp").items[0][:k]
+    if dtype == INT16:
+        np.testing.assert_array_equal(out, ref.astype(np.int64))
+    else:
+        got = out.view(np.float32).astype(np.float64)
+        assert np.abs(got - ref).max() <= 2.0 ** -20 * np.abs(ref).max() * 2 * r * s * 4 + 1e-30

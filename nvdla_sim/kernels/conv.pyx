@@ -49,9 +49,10 @@ FP16 (elements as uint16 binary16 patterns): the C model's own number formats, n
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from .fixedpoint cimport saturate, shift_right_round, wrap
 
-ctypedef fused elem_t:
-    signed char
+ctypedef fused elem_t:             # converter outputs: INT8, INT16, or the converter's 17-bit
+    signed char                    # integer (int32) that becomes FP16 by round-to-nearest-even
     short
+    int
 
 ctypedef unsigned short fp16_bits   # an FP16 element as its binary16 pattern
 
@@ -64,9 +65,12 @@ cdef enum:
     DOT_CHUNK = 65536            # products per exact int32 partial sum (65536 * 2^14 = 2^30)
     ACCUMULATOR_BITS = 48        # CACC assembly accumulator
     DELIVERY_BITS = 32           # CACC -> SDP values
+    CONVERTER_BITS = 17          # CDMA converter result before the INT8/INT16/FP16 output stage
 
 
 cdef inline int element_bits(elem_t* unused) noexcept nogil:
+    if elem_t is int:
+        return CONVERTER_BITS
     if elem_t is short:
         return 16
     return 8
@@ -456,9 +460,9 @@ def convert_feature(const elem_t[:, :, ::1] cube, elem_t[:, :, ::1] out, int64_t
 
 def convert_pixels(const unsigned char[:, :, ::1] pixels, elem_t[:, :, ::1] out,
                    const int64_t[::1] means, int64_t scale, int truncate, bint signed_input):
-    """CDMA image-input converter on (H, W, elements) bytes already in R,G,B,A order, to INT8 or
-    INT16 (the type of `out`): sat(round((p - mean[element]) * scale / 2^truncate));
-    p unsigned unless `signed_input`."""
+    """CDMA image-input converter on (H, W, elements) bytes already in R,G,B,A order, to INT8,
+    INT16 or (int32 `out`) the 17-bit integer an FP16 output is rounded from:
+    sat(round((p - mean[element]) * scale / 2^truncate)); p unsigned unless `signed_input`."""
     cdef Py_ssize_t y, x, e
     cdef int64_t p
     cdef int bits = element_bits(<elem_t*>NULL)

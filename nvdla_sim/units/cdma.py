@@ -10,8 +10,10 @@ Feature input is read as whole atoms (layout.read_cube) and, with CVT_EN, conver
 element (INT8/INT16: sat(round((x - offset) * scale / 2^truncate)); FP16 passes unconverted, as
 the C model's converter does); image input (DATAIN_FORMAT = PIXEL) is read line by line from DAIN_ADDR_0, its bytes
 reordered so CBUF holds R,G,B,A (Y,U,V,A), converted with the per-element mean (MEAN_FORMAT) or
-CVT_OFFSET, and padded left and right with the low byte of ZERO_PADDING_VALUE (padding is never
-converted).  Weights are copied verbatim.  When data and weights are in CBUF the CDMA raises
+CVT_OFFSET to INT8, INT16 or FP16 (the converter's 17-bit result rounded to nearest even; without
+CVT_EN a pixel byte enters a 16-bit lane sign-extended), and padded left and right with
+ZERO_PADDING_VALUE (INT8: its low byte; padding is never converted).  Only 8-bit pixel formats are
+modelled (16-bit and float pixel formats are unsupported).  Weights are copied verbatim.  When data and weights are in CBUF the CDMA raises
 CDMA_DAT and CDMA_WT and hands the CSC a reference to what it loaded on "cdma->csc".
 
 DATA_REUSE / WEIGHT_REUSE keep what the previous layer left in CBUF (it must have set
@@ -24,7 +26,7 @@ from typing import Generator
 
 import numpy as np
 
-from ..datatype import FP16, INT8, DataType, from_code, require_supported
+from ..datatype import FP16, INT8, INT16, DataType, from_code, require_supported
 from ..errors import NvdlaSimError
 from ..kernels.conv import convert_feature, convert_pixels
 from ..layout import read_cube, surfaces
@@ -251,9 +253,6 @@ class Cdma(Unit):
     # -- image input ---------------------------------------------------------------------------
     def pixel_layout(self, view: GroupView, channels: int, dtype: DataType) -> PixelLayout:
         """The image format the registers name, if it is one this model reads."""
-        if dtype != INT8:
-            raise self.unsupported(f"image input converted to {dtype} (only INT8 image "
-                                   "conversion is modelled)")
         code = view.field("D_DATAIN_FORMAT", "PIXEL_FORMAT")
         layout = PIXEL_LAYOUTS.get(code)
         if layout is None:
@@ -280,6 +279,7 @@ class Cdma(Unit):
             view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), view.word("D_LINE_STRIDE"),
             width, height, x_offset, layout)
         if view.field("D_CVT_CFG", "CVT_EN"):
+            out_type = {INT8: np.int8, INT16: np.int16, FP16: np.int32}[dtype]
             if view.field("D_MEAN_FORMAT", "MEAN_FORMAT"):
                 means = [view.sfield("D_MEAN_GLOBAL_0", "MEAN_RY"),
                          view.sfield("D_MEAN_GLOBAL_0", "MEAN_GU"),
@@ -287,16 +287,21 @@ class Cdma(Unit):
                          view.sfield("D_MEAN_GLOBAL_1", "MEAN_AX")][:elements]
             else:
                 means = [view.sfield("D_CVT_OFFSET", "CVT_OFFSET")] * elements
-            pixels = np.empty(pixel_bytes.shape, np.int8)
+            pixels = np.empty(pixel_bytes.shape, out_type)
             convert_pixels(pixel_bytes, pixels, np.array(means, np.int64),
-                                view.sfield("D_CVT_SCALE", "CVT_SCALE"),
-                                view.field("D_CVT_CFG", "CVT_TRUNCATE"),
-                                bool(view.field("D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE")))
+                           view.sfield("D_CVT_SCALE", "CVT_SCALE"),
+                           view.field("D_CVT_CFG", "CVT_TRUNCATE"),
+                           bool(view.field("D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE")))
+            if dtype == FP16:             # int17 -> FP16: nearest even, beyond 65504 infinite
+                with np.errstate(over="ignore"):
+                    pixels = pixels.astype(np.float16)
         else:
-            pixels = pixel_bytes.view(np.int8)
+            # Unconverted 8-bit pixels enter a 16-bit lane sign-extended (their bits as FP16).
+            pixels = pixel_bytes.view(np.int8).astype(np.int16).view(dtype.numpy) \
+                if dtype.bytes == 2 else pixel_bytes.view(np.int8)
+        pad = pad_element(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE"), dtype)
         return pad_pixel_lines(pixels, view.field("D_ZERO_PADDING", "PAD_LEFT"),
-                               view.field("D_ZERO_PADDING", "PAD_RIGHT"),
-                               int8_low_byte(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE")))
+                               view.field("D_ZERO_PADDING", "PAD_RIGHT"), pad)
 
 
 def fp16_nan_mask(bits: np.ndarray) -> np.ndarray:
@@ -318,9 +323,13 @@ def read_pixel_lines(space, base: int, line_stride: int, width: int, height: int
 
 
 def pad_pixel_lines(pixels: np.ndarray, pad_left: int, pad_right: int,
-                    pad_value: int) -> np.ndarray:
-    """CBUF image lines: pad_left pixels of pad_value, the converted pixels, pad_right more."""
+                    pad_value) -> np.ndarray:
+    """CBUF image lines: pad_left pixels of pad_value, the converted pixels, pad_right more
+    (of the pixels' element type; FP16 by bit pattern)."""
     height, width, elements = pixels.shape
-    lines = np.full((height, (pad_left + width + pad_right) * elements), pad_value, np.int8)
+    if pixels.dtype == np.float16:
+        return pad_pixel_lines(pixels.view(np.uint16), pad_left, pad_right,
+                               np.float16(pad_value).view(np.uint16)).view(np.float16)
+    lines = np.full((height, (pad_left + width + pad_right) * elements), pad_value, pixels.dtype)
     lines[:, pad_left * elements:(pad_left + width) * elements] = pixels.reshape(height, -1)
     return lines
