@@ -7,6 +7,7 @@ processes that wake on their D_OP_ENABLE and cooperate through channels (see uni
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import simpy
@@ -83,6 +84,11 @@ class RunResult:
     @property
     def passed(self) -> bool:
         return bool(self.checks) and all(c.passed for c in self.checks)
+
+
+def _label(where, fallback: str) -> str:
+    """A txn check's name: `input.txn:LINE` (the folder names the test)."""
+    return f"{Path(where.file).name}:{where.line}" if where is not None else fallback
 
 
 class Engine:
@@ -314,16 +320,14 @@ class Engine:
             if value == expected or attempts >= cmd.attempts:
                 break
             yield self.env.timeout(csb.poll_interval_cycles)
-        label = str(cmd.where) if cmd.where is not None else cmd.name
-        return CheckResult(label, "read_reg", addr=cmd.addr, expected=expected, actual=value,
+        return CheckResult(_label(cmd.where, cmd.name), "read_reg", addr=cmd.addr, expected=expected, actual=value,
                            cycle=self.env.now, name=cmd.name, mask=cmd.mask, attempts=attempts)
 
     def _dump_mem(self, cmd: DumpMem) -> CheckResult:
         """Compare memory with the golden image (or record it when there is none)."""
         space = self._route(cmd.addr, cmd.nbytes, cmd.where)
         data = space.read(cmd.addr, cmd.nbytes)
-        label = str(cmd.where) if cmd.where is not None else f"dump 0x{cmd.addr:x}"
-        check = CheckResult(label, "dump_mem", space.name.split()[0], cmd.addr, cmd.nbytes,
+        check = CheckResult(_label(cmd.where, f"dump 0x{cmd.addr:x}"), "dump_mem", space.name.split()[0], cmd.addr, cmd.nbytes,
                             cycle=self.env.now, name=cmd.source)
         if cmd.golden is None:
             check.captured = data
