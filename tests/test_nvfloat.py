@@ -392,9 +392,11 @@ def test_generic_formats_and_shapes():
     # a bfloat16-like (8, 7) format through the generic entry points
     assert nf.fp_add(0x3F80, 0x3F80, 8, 7) == 0x4000
     assert nf.fp_convert(0x3FC0, 8, 7, 8, 23, True) == 0x3FC00000
-    assert nf.fp_convert(0x3FC0_8000, 8, 23, 8, 7, True) == 0x3FC0   # tie to even
+    assert nf.fp_convert(0x3FC00000, 8, 23, 5, 10, True) == 0x3E00     # 1.5 to fp16
     with pytest.raises(ValueError):
         nf.fp_convert(0x3C00, 5, 10, 8, 7, True)
+    with pytest.raises(ValueError):
+        nf.fp_convert(0x3FC0_8000, 8, 23, 8, 7, True)                  # same exponent width
     with pytest.raises(TypeError):
         nf.fp16_add(np.float16(1.0), 0x3C00)
 

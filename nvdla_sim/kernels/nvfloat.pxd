@@ -161,7 +161,8 @@ cdef inline uint64_t fp_widen(uint64_t bits, int ie, int im, int oe, int om, bin
 
 
 cdef inline uint64_t fp_narrow(uint64_t bits, int ie, int im, int oe, int om, bint denorm) noexcept nogil:
-    """To a format no wider in either field (FpWidthDec; FpExpoWidthDec when im == om).
+    """To a format with a narrower exponent and no wider mantissa (FpWidthDec; FpExpoWidthDec
+    when im == om).  With ie == oe its exponent-0 handling is meaningless (as in the C model).
 
     Rounds to nearest even; too large saturates; denorm: produce output denormals (fp16),
     otherwise flush them to zero unless they round up to the smallest normal (fp17).  A NaN keeps

@@ -112,10 +112,11 @@ def fp_convert(a, int ie, int im, int oe, int om, bint denorm):
     cdef bint widen
     if oe >= ie and om >= im:
         widen = True
-    elif oe <= ie and om <= im:
-        widen = False
+    elif oe < ie and om <= im:
+        widen = False   # (FpWidthDec reads exponent 0 as a denormal only when the bias shrinks)
     else:
-        raise ValueError(f"conversion ({ie}, {im}) -> ({oe}, {om}) grows one field and shrinks the other")
+        raise ValueError(f"conversion ({ie}, {im}) -> ({oe}, {om}) is neither a widening nor a "
+                         f"narrowing with a smaller exponent")
     x = _as_u64(a)
     cdef const uint64_t[::1] vi = np.ascontiguousarray(x).reshape(-1)
     out = np.empty(vi.shape[0], dtype=np.uint64)
