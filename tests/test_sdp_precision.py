@@ -545,13 +545,38 @@ def test_int8_processing_written_as_16_bit_splits_each_surface_in_two(out):
     assert np.array_equal(got.view(expected.dtype), expected)
 
 
+@pytest.mark.parametrize("compute_values", [True, False])
+def test_int16_input_processed_as_int8(compute_values):
+    """SDP_RDMA IN_PRECISION INT16 with PROC_PRECISION INT8: 16-bit surfaces are read in pairs
+    (40 channels: 4 surfaces of 16, the last all padding) and processed 32 channels at a time with
+    their 16-bit values; C shifts them into INT8."""
+    width, height, channels = 2, 3, 40
+    rng = np.random.default_rng(12)
+    x = rng.integers(-2**15, 2**15, (64, height, width)).astype(np.int16)
+    program, lanes, line, surf = _program(
+        width, height, channels, {"D_CVT_SHIFT": {"CVT_SHIFT": 7},
+                                  "D_DST_LINE_STRIDE": {"DST_LINE_STRIDE": width * ATOM},
+                                  "D_DST_SURFACE_STRIDE": {"DST_SURFACE_STRIDE": 0x400}},
+        {"D_SRC_LINE_STRIDE": {"SRC_LINE_STRIDE": width * ATOM},
+         "D_SRC_SURFACE_STRIDE": {"SRC_SURFACE_STRIDE": 0x200}},
+        [], INT8, INT8, in_precision=INT16)
+    program.commands[0:0] = [MemLoad("pri_mem", SRC, _image(x, 16, width * ATOM, 0x200))]
+    engine = Engine(load_hardware("nv_full"), compute_values=compute_values)
+    result = engine.run(program)
+    assert result.cycles > 0
+    if not compute_values:
+        return
+    got = read_cube(engine.memory.space(1), DST, width, height, 64, width * ATOM, 0x400, 32)
+    assert np.array_equal(got, sat(rnd(x.astype(object), 7), 8).astype(np.int8))
+
+
 def test_mixed_precisions_that_change_surface_size_are_unsupported():
     from nvdla_sim.errors import UnsupportedError
     program, *_ = _program(1, 1, 16, {}, {}, [], INT16, INT8)
     with pytest.raises(UnsupportedError, match="OUT_PRECISION INT8 .a 16-bit cube written"):
         Engine(load_hardware("nv_full")).run(program)
-    program, *_ = _program(1, 1, 16, {}, {}, [], INT8, INT8, in_precision=INT16)
-    with pytest.raises(UnsupportedError, match="IN_PRECISION INT16 processed as INT8"):
+    program, *_ = _program(1, 1, 16, {}, {}, [], INT16, INT16, in_precision=INT8)
+    with pytest.raises(UnsupportedError, match="IN_PRECISION INT8 processed as INT16"):
         Engine(load_hardware("nv_full")).run(program)
 
 

@@ -52,7 +52,7 @@ class SdpGeometry:
     ram_type: int
     writes: bool = True              # False in EW EQL mode: nothing is written
     element_bytes: int = 1           # PROC_PRECISION: an atom holds atom_bytes / this elements
-    out_ratio: int = 1               # output atoms per input atom (2: INT8 written as 16-bit)
+    out_ratio: float = 1             # output atoms per input atom (2: INT8 written as 16-bit)
 
 
 def rdma(unit: "Unit", geom: SdpRdmaGeometry) -> Generator:
@@ -157,7 +157,7 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
                 ops.release(op.n)          # taken into the core's pipeline
             seg = Seg(seg.n, max(seg.first, min(have_last, seg.last)), max(seg.last, have_last),
                       seg.tag, seg.end)
-        n_out = seg.n * geom.out_ratio
+        n_out = seg.n if geom.out_ratio == 1 else seg.n * geom.out_ratio
         if out is not None and out.room is not None:
             yield from waited(env, out.room.acquire(n_out), tracker, f"{out.name} full")
         start, end = serve(env.now, seg, c)

@@ -25,7 +25,7 @@ from typing import Generator
 
 import numpy as np
 
-from ..datatype import FP16, DataType, from_code, require_supported
+from ..datatype import FP16, INT8, INT16, DataType, from_code, require_supported
 from ..kernels.sdp import ALGO_EQL, LE_ENTRIES, LO_ENTRIES, fp16_input, sdp_layer
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
@@ -61,6 +61,7 @@ class StageOperands:
 class RdmaPayload:
     input: np.ndarray | None = None      # IN_PRECISION (lanes, H, W), or None when flying
     operands: dict[str, StageOperands] = field(default_factory=dict)   # "BS" / "BN" / "EW"
+    in_bytes: int | None = None          # bytes per input element read (None when flying)
 
 
 def memory_operands(view: GroupView) -> dict[str, tuple[str, ...]]:
@@ -287,10 +288,16 @@ class SdpRdma(Unit):
         timing_operands = []
         flying = view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") == FLYING_ON
         in_lanes = in_type.elements_per_atom(atom)
+        read_channels = channels
         if not flying:
-            if in_type != proc_type:
+            if in_type != proc_type and (in_type, proc_type) != (INT16, INT8):
                 raise self.unsupported(f"IN_PRECISION {in_type} processed as {proc_type} "
-                                       "(the RDMA's precision conversion) is not modelled")
+                                       "is not modelled (INT16 as INT8 is)")
+            if in_type != proc_type:
+                # INT16 processed as INT8: surfaces read in pairs, 32 channels of 16-bit values
+                # per INT8 surface (the values are not narrowed)
+                read_channels = surfaces(channels, 2 * in_lanes) * 2 * in_lanes
+            payload.in_bytes = in_type.bytes
             ram_type = view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE")
             line_stride = view.word("D_SRC_LINE_STRIDE")
             surf_stride = view.word("D_SRC_SURFACE_STRIDE")
@@ -300,9 +307,10 @@ class SdpRdma(Unit):
                 payload.input = read_cube(
                     self.engine.memory.space(ram_type),
                     view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"), width, height,
-                    channels, line_stride, surf_stride, in_lanes,
+                    read_channels, line_stride, surf_stride, in_lanes,
                     np.int8 if in_type.bytes == 1 else np.int16).view(in_type.numpy)
-            transfers.append((surfaces(channels, in_lanes) * atom * height * width, ram_type))
+            transfers.append((surfaces(read_channels, in_lanes) * atom * height * width,
+                              ram_type))
         for stage in STAGES:
             dma = STAGE_DMA[stage]
             if view.field(f"D_{dma}_CFG", f"{dma}_DISABLE"):
@@ -320,7 +328,7 @@ class SdpRdma(Unit):
             self.engine.timing.announce(sdp_timing.CH_OPERANDS)
         yield from self.send(CHANNEL_RDMA, payload)
         yield from sdp_timing.rdma(self, sdp_timing.SdpRdmaGeometry(
-            atoms=surfaces(channels, in_lanes) * height * width, flying=flying,
+            atoms=surfaces(read_channels, in_lanes) * height * width, flying=flying,
             ram_type=view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE"),
             operands=tuple(timing_operands)))
 
@@ -403,7 +411,8 @@ class Sdp(Unit):
             got = "nothing" if x is None else f"a {x.shape} cube"
             raise self.unsupported(f"{source} delivered {got}; the SDP registers describe "
                                    f"{shape[0]} lanes x {height} x {width} ({proc_type})")
-        if values and not flying and x.dtype.itemsize != proc_type.bytes:
+        in_bytes = proc_type.bytes if flying or rdma.in_bytes is None else rdma.in_bytes
+        if values and not flying and x.dtype.itemsize != in_bytes:
             raise self.unsupported(f"SDP_RDMA delivered {x.dtype} elements; SDP processes "
                                    f"{proc_type}")
         result = None                                   # timing only: no values
@@ -418,13 +427,15 @@ class Sdp(Unit):
             self.record_counters(view, result.counters)
         to_pdp = view.field("D_FEATURE_MODE_CFG", "OUTPUT_DST") == OUTPUT_DST_PDP
         ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
+        # The core takes its input in atoms of what SDP_RDMA read (16-bit INT16 values in
+        # INT8 processing: twice the INT8 atoms, each at the 16-bit rate).
         timing = sdp_timing.SdpGeometry(
-            atoms=shape[0] // lanes * height * width, flying=flying, to_pdp=to_pdp,
+            atoms=shape[0] * in_bytes // atom * height * width, flying=flying, to_pdp=to_pdp,
             stages=sum(1 for stage in STAGES
                        if not view.field(f"D_DP_{stage}_CFG", f"{stage}_BYPASS")
                        and (stage != "EW" or self.hw.sdp.ew)),     # no EW hardware: skipped
-            ram_type=ram_type, writes=not is_eql_mode(view), element_bytes=proc_type.bytes,
-            out_ratio=out_type.bytes // proc_type.bytes)
+            ram_type=ram_type, writes=not is_eql_mode(view), element_bytes=in_bytes,
+            out_ratio=out_type.bytes / in_bytes)
         if is_eql_mode(view):
             yield from sdp_timing.core(self, timing)
             return                                      # EQL mode only compares
