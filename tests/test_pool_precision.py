@@ -465,3 +465,253 @@ def test_official_trace_pdp_max_pooling_int16():
     assert dumps and all(c.diff_bytes == 0 and c.first_diff is None for c in dumps)
     golden = txn.load_txn_dat(folder / "output_feature_map.dat", 0x1880, None)
     assert np.array_equal(engine.memory.space(1).read(0x8010_0000, 0x1880), golden)
+
+
+# -- FP16: C-model arithmetic against float64, precision-document thresholds -----------------------
+# PDP/CDP FP16 threshold (precision-preservation, "FP16 error threshold"): 0.0001 absolute and
+# 0.001 relative to the largest magnitude in the window.  An FP16 result is itself rounded to 11
+# significant bits (2^-11 ~ 4.9e-4 relative), so the absolute bound can only hold below ~0.2; an
+# output passes when it meets either bound: error <= max(1e-4, 1e-3 * window max).
+ABS_TOL = 1e-4
+REL_TOL = 1e-3
+FP16_MAX = 65504.0
+FP17_MAX = (2 - 2 ** -10) * 2.0 ** 31
+
+
+def fp16_value(bits: np.ndarray) -> np.ndarray:
+    """FP16 bit patterns as the C model's arithmetic reads them: INF is 2^16, NaN stays NaN."""
+    bits = np.asarray(bits, np.uint16)
+    v = bits.view(np.float16).astype(np.float64)
+    inf = (bits & 0x7FFF) == 0x7C00
+    return np.where(inf, np.where(bits >> 15, -65536.0, 65536.0), v)
+
+
+def fp17_bits(x: float) -> int:
+    """A value of FP16 range as an FP17 pattern (6-bit exponent, bias 31, same mantissa)."""
+    b = int(np.array(x, np.float16).view(np.uint16))
+    sign, expo, mant = b >> 15, (b >> 10) & 0x1F, b & 0x3FF
+    if expo == 0:
+        return sign << 16 if mant == 0 else (sign << 16) | ((mant.bit_length() - 11 + 31) << 10) \
+            | ((mant << (11 - mant.bit_length())) & 0x3FF)
+    return (sign << 16) | ((expo - 15 + 31) << 10) | mant
+
+
+def fp17_value(b: int) -> float:
+    sign, expo, mant = b >> 16, (b >> 10) & 0x3F, b & 0x3FF
+    if expo == 0 and mant == 0:
+        return -0.0 if sign else 0.0
+    return (-1) ** sign * 2.0 ** (expo - 31) * (1 + mant / 1024)
+
+
+def random_fp16_cube(rng: np.random.Generator, shape) -> np.ndarray:
+    """FP16 bits: mostly ordinary values, with zeros of both signs, denormals, values near 65504,
+    infinities and NaNs mixed in."""
+    n = int(np.prod(shape))
+    kind = rng.random(n)
+    vals = (rng.standard_normal(n) * 10.0 ** rng.integers(-3, 3, n)).astype(np.float16)
+    bits = vals.view(np.uint16).copy()
+    sign = rng.integers(0, 2, n).astype(np.uint16) << 15
+    bits[kind < 0.04] = sign[kind < 0.04]                                           # +-0
+    den = (kind >= 0.04) & (kind < 0.08)
+    bits[den] = sign[den] | rng.integers(1, 0x400, den.sum()).astype(np.uint16)     # denormals
+    big = (kind >= 0.08) & (kind < 0.12)
+    bits[big] = sign[big] | rng.integers(0x7B00, 0x7C00, big.sum()).astype(np.uint16)  # ~65504
+    inf = (kind >= 0.12) & (kind < 0.13)
+    bits[inf] = sign[inf] | 0x7C00
+    nan = (kind >= 0.13) & (kind < 0.14)
+    bits[nan] = sign[nan] | 0x7C00 | rng.integers(1, 0x400, nan.sum()).astype(np.uint16)
+    return bits.reshape(shape)
+
+
+def pdp_fp16_reference(cube_bits, out_h, out_w, method, kw, kh, sw, sh, pl, pt, pads17, rw17,
+                       rh17):
+    """float64 pooling of an FP16 cube: (value, window max magnitude) per output.  Padding and
+    reciprocals are the registers' FP17 values; the result saturates to +-65504 like the C
+    model's (it makes no infinities).  The C model's FP17 sum reads an FP16 infinity as the
+    largest FP17 value (its conversions saturate INF), so an average over one saturates; windows
+    holding infinities of both signs are no number either way and are left out (marked by
+    ref NaN and scale -1)."""
+    x = fp16_value(cube_bits)
+    inf = np.abs(x) == 65536.0
+    if method == POOL_AVERAGE:
+        x = np.where(inf, np.sign(x) * FP17_MAX, x)
+    c_n, h, w = x.shape
+    ref = np.zeros((c_n, out_h, out_w))
+    scale = np.zeros((c_n, out_h, out_w))
+    pads = [fp17_value(p) for p in pads17]
+    for oy in range(out_h):
+        for ox in range(out_w):
+            y0, x0 = oy * sh - pt, ox * sw - pl
+            ys = [y for y in range(y0, y0 + kh) if 0 <= y < h]
+            xs = [xx for xx in range(x0, x0 + kw) if 0 <= xx < w]
+            win = x[:, ys][:, :, xs].reshape(c_n, -1)
+            nan = np.isnan(win).any(axis=1)
+            win_inf = inf[:, ys][:, :, xs].reshape(c_n, -1)
+            mag = np.abs(np.where(np.isnan(win) | win_inf, 0, win)).max(axis=1)
+            both = (win_inf & (win > 0)).any(axis=1) & (win_inf & (win < 0)).any(axis=1)
+            if method == POOL_MAX:
+                v = win.max(axis=1)
+            elif method == POOL_MIN:
+                v = win.min(axis=1)
+            else:
+                s = win.sum(axis=1)
+                extra = []
+                if kw > len(xs):
+                    extra.append(len(ys) * pads[kw - len(xs) - 1])
+                if kh > len(ys):
+                    extra.append(pads[kh - len(ys) - 1] * kw)
+                s = s + sum(extra)
+                mag = np.maximum(mag, max([abs(e) for e in extra], default=0.0))
+                v = np.clip(s * fp17_value(rw17) * fp17_value(rh17), -FP16_MAX, FP16_MAX)
+            ref[:, oy, ox] = np.where(nan, np.nan, v)
+            scale[:, oy, ox] = mag
+            if method == POOL_AVERAGE:
+                ref[both & ~nan, oy, ox] = np.nan
+                scale[both & ~nan, oy, ox] = -1
+    return ref, scale
+
+
+def error_ratio(got_bits: np.ndarray, ref: np.ndarray, window_max: np.ndarray) -> float:
+    """Largest error / allowed error over the outputs; NaN must match NaN exactly (inf if not)."""
+    got = fp16_value(got_bits)
+    skip = window_max < 0
+    if not np.array_equal(np.isnan(got) & ~skip, np.isnan(ref) & ~skip):
+        return float("inf")
+    ok = ~np.isnan(ref)
+    allowed = np.maximum(ABS_TOL, REL_TOL * window_max[ok])
+    return float((np.abs(got[ok] - ref[ok]) / allowed).max(initial=0.0))
+
+
+def pdp_fp16_case(rng: np.random.Generator, method: int) -> float:
+    """One random FP16 pooling case through the kernel; returns its error ratio."""
+    from nvdla_sim.kernels.pdp import pool_fp16
+    kw, kh = (int(v) for v in rng.integers(1, 9, 2))
+    sw, sh = (int(v) for v in rng.integers(1, 5, 2))
+    pl, pt = int(rng.integers(0, min(kw, 8))), int(rng.integers(0, min(kh, 8)))
+    w, h = (int(v) for v in rng.integers(max(kw, kh), 10, 2))
+    ow, oh = (w + pl - kw) // sw + 1, (h + pt - kh) // sh + 1
+    cube = random_fp16_cube(rng, (int(rng.integers(1, 17)), h, w))
+    pads = [fp17_bits(float(v)) for v in rng.standard_normal(7)]
+    rw, rh = fp17_bits(1.0 / kw), fp17_bits(1.0 / kh)
+    out = np.zeros((cube.shape[0], oh, ow), np.uint16)
+    pool_fp16(cube, out, method, kw, kh, sw, sh, pl, pt, np.array(pads, np.int64), rw, rh)
+    with np.errstate(invalid="ignore"):          # +-inf sums of the left-out windows
+        ref, scale = pdp_fp16_reference(cube, oh, ow, method, kw, kh, sw, sh, pl, pt, pads, rw,
+                                        rh)
+    if method != POOL_AVERAGE:                 # MAX/MIN pick an input: exact, NaN and all
+        got = fp16_value(out)
+        same = (got == ref) | (np.isnan(got) & np.isnan(ref))
+        return 0.0 if same.all() else float("inf")
+    return error_ratio(out, ref, scale)
+
+
+def pdp_fp16_sweep(cases: int, seed: int = 0) -> dict[str, float]:
+    """Worst error ratio per pooling method over `cases` random cases each (>= 1000 from the
+    command line: python tests/test_pool_precision.py 1000)."""
+    rng = np.random.default_rng(seed)
+    names = {POOL_MAX: "max", POOL_MIN: "min", POOL_AVERAGE: "average"}
+    return {names[m]: max(pdp_fp16_case(rng, m) for _ in range(cases)) for m in names}
+
+
+def test_pdp_fp16_kernel_within_the_precision_threshold():
+    worst = pdp_fp16_sweep(60, seed=1)             # 180 random cubes (tests/..py N runs N each)
+    assert all(r <= 1.0 for r in worst.values()), worst
+    assert worst["average"] > 0                    # the sums really are rounded in FP17
+
+
+def test_pdp_fp16_average_adds_in_fp17_without_overflow():
+    from nvdla_sim.kernels.pdp import pool_fp16
+    cube = np.full((1, 2, 2), 0x7BFF, np.uint16)          # 4 x 65504 overflows FP16, not FP17
+    out = np.zeros((1, 1, 1), np.uint16)
+    pool_fp16(cube, out, POOL_AVERAGE, 2, 2, 1, 1, 0, 0, np.zeros(7, np.int64),
+              fp17_bits(0.5), fp17_bits(0.5))
+    assert out[0, 0, 0] == 0x7BFF
+    # 1 + 2^-11 + 2^-11: the second small term is only kept because the sum is wider than FP16
+    # in exponent only; in mantissa it is FP16's 10 bits, so each tie rounds to even.
+    cube = np.array([[[0x3C00, 0x1000, 0x1000]]], np.uint16)      # 1, 2^-11, 2^-11
+    pool_fp16(cube, out, POOL_AVERAGE, 3, 1, 1, 1, 0, 0, np.zeros(7, np.int64),
+              fp17_bits(1.0), fp17_bits(1.0))
+    assert out[0, 0, 0] == 0x3C00                          # each add rounds back to 1.0
+
+
+def pdp_fp16_unit_run(cube_bits, method, nan_to_zero=0):
+    program, geom = pdp_program(cube_bits.view(np.float16), 2, method, pads=(0,) * 7,
+                                recip=(fp17_bits(1 / 3), fp17_bits(1 / 3)))
+    program.commands[1:1] = reg_writes({"PDP.D_NAN_FLUSH_TO_ZERO": {"NAN_TO_ZERO": nan_to_zero}},
+                                       version=1)
+    engine = Engine(load_hardware("nv_full"))
+    engine.run(program)
+    lanes = -(-cube_bits.shape[0] // 16) * 16
+    return engine, pdp_output(engine, np.uint16, lanes, geom), geom
+
+
+@pytest.mark.parametrize("method", [POOL_MAX, POOL_AVERAGE])
+def test_pdp_fp16_units_and_nan_inf_counters(method):
+    rng = np.random.default_rng(11)
+    cube = random_fp16_cube(rng, (20, 5, 6))
+    engine, got, (oh, ow, _, _) = pdp_fp16_unit_run(cube, method)
+    full = np.zeros((32, 5, 6), np.uint16)
+    full[:20] = cube
+    ref, scale = pdp_fp16_reference(full, oh, ow, method, 3, 3, 2, 2, 1, 1, [0] * 7,
+                                    fp17_bits(1 / 3), fp17_bits(1 / 3))
+    assert error_ratio(got, ref, scale) <= (1.0 if method == POOL_AVERAGE else 0.0)
+    view = engine.regs["PDP"].view(0)
+    special = (full & 0x7C00) == 0x7C00
+    assert view.word("D_NAN_INPUT_NUM") == np.count_nonzero(special & ((full & 0x3FF) != 0)) > 0
+    assert view.word("D_INF_INPUT_NUM") == np.count_nonzero(special & ((full & 0x3FF) == 0)) > 0
+    out_nan = ((got & 0x7C00) == 0x7C00) & ((got & 0x3FF) != 0)
+    assert view.word("D_NAN_OUTPUT_NUM") == np.count_nonzero(out_nan) > 0
+
+
+def test_pdp_fp16_nan_to_zero_flushes_inputs_read_from_memory():
+    cube = np.full((16, 3, 3), 0x3C00, np.uint16)
+    cube[0, 1, 1] = 0x7E00                                 # a NaN in the middle window
+    _, got, _ = pdp_fp16_unit_run(cube, POOL_MAX)
+    assert got[0, 0, 0] == 0x7E00
+    engine, got, _ = pdp_fp16_unit_run(cube, POOL_MAX, nan_to_zero=1)
+    assert got[0, 0, 0] == 0x3C00                          # 1.0 = max(1.0, +0)
+    view = engine.regs["PDP"].view(0)
+    assert view.word("D_NAN_INPUT_NUM") == 1 and view.word("D_NAN_OUTPUT_NUM") == 0
+
+
+def test_cdp_fp16_values_are_refused_but_timing_runs():
+    """FP16 LRN arithmetic is not modelled: a values run says so; a timing-only run takes as long
+    as the INT16 layer of the same size (same bytes)."""
+    def program(code):
+        rmap = register_map(1)
+        regs = {
+            "CDP_RDMA.D_DATA_CUBE_WIDTH": 3, "CDP_RDMA.D_DATA_CUBE_HEIGHT": 2,
+            "CDP_RDMA.D_DATA_CUBE_CHANNEL": 19, "CDP_RDMA.D_SRC_BASE_ADDR_LOW": SRC,
+            "CDP_RDMA.D_SRC_LINE_STRIDE": 4 * ATOM_BYTES,
+            "CDP_RDMA.D_SRC_SURFACE_STRIDE": 12 * ATOM_BYTES, "CDP_RDMA.D_SRC_DMA_CFG": 1,
+            "CDP_RDMA.D_DATA_FORMAT": code, "CDP.D_DATA_FORMAT": code,
+            "CDP.D_DST_BASE_ADDR_LOW": DST, "CDP.D_DST_LINE_STRIDE": 4 * ATOM_BYTES,
+            "CDP.D_DST_SURFACE_STRIDE": 12 * ATOM_BYTES, "CDP.D_DST_DMA_CFG": 1,
+        }
+        writes = []
+        for name, value in list(regs.items()) + [("CDP_RDMA.D_OP_ENABLE", 1),
+                                                 ("CDP.D_OP_ENABLE", 1)]:
+            u, r = rmap.resolve(*name.split("."))
+            writes.append(RegWrite(rmap.base(u.name) + r.offset, value, name))
+        return RegisterProgram("cdp_fp16", [*writes[:-2], IntrNotify("CDP", 0, "done"),
+                                            *writes[-2:]])
+    with pytest.raises(NvdlaSimError, match="FP16: LRN values are not modelled"):
+        Engine(load_hardware("nv_full")).run(program(2))
+    fp16 = Engine(load_hardware("nv_full"), compute_values=False).run(program(2)).cycles
+    assert fp16 == Engine(load_hardware("nv_full"), compute_values=False).run(program(1)).cycles
+
+
+def test_pdp_fp16_timing_only_matches_values_and_int16():
+    cube = random_fp16_cube(np.random.default_rng(3), (20, 6, 6))
+
+    def cycles(code, values):
+        data = cube.view(np.float16) if code == 2 else cube.view(np.int16)
+        program, _ = pdp_program(data, code, POOL_AVERAGE)
+        return Engine(load_hardware("nv_full"), compute_values=values).run(program).cycles
+    assert cycles(2, False) == cycles(2, True) == cycles(1, False)
+
+
+if __name__ == "__main__":
+    import sys
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 1000
+    print(f"PDP FP16, {n} random cases per method, worst error / allowed:", pdp_fp16_sweep(n))

@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""PDP pooling of one INT8 or INT16 cube (or one split-width strip of it): MAX, MIN or AVERAGE.
+"""PDP pooling of one INT8, INT16 or FP16 cube (or one split-width strip of it): MAX, MIN or AVERAGE.
 
 Window of output (oy, ox): columns [ox*stride_w - pad_left, +kernel_w), rows
 [oy*stride_h - pad_top, +kernel_h).  Only in-range elements take part; padding is a value only in
@@ -11,8 +11,10 @@ then scales by the Q16 reciprocals, width first, each step rounded half away fro
 the low element bits (no saturation).  Integer addition wraps, so the order of the additions
 does not matter here (it does in FP16, see pool_fp16).
 """
-from libc.stdint cimport int64_t
+from libc.stdint cimport int64_t, uint16_t, uint64_t
 from .fixedpoint cimport shift_right_round, wrap
+from .nvfloat cimport (fp16_to_fp17, fp17_to_fp16, fp_add, fp_from_int, fp_max, fp_min,
+                       fp_mul)
 
 cdef enum:
     AVERAGE = 0
@@ -92,5 +94,113 @@ def pool_int(const int_element[:, :, ::1] cube, int_element[:, :, ::1] out, int 
     return empty
 
 
-def pool_fp16(*args):
-    raise NotImplementedError("FP16 pooling: waiting for kernels/nvfloat.pxd")
+
+# -- FP16 ----------------------------------------------------------------------------------------
+# MAX/MIN compare FP16 values; AVERAGE sums in FP17 (6-bit exponent, no overflow of a window of
+# FP16 values), multiplies by the FP17 reciprocals and rounds to FP16 once at the end.  Float
+# addition does not associate, so the additions follow the C model's order exactly:
+#   width  (per window row): the row's elements left to right, the first one alone, then
+#          acc + x; after each element the left and the right padding terms are added (FP17 zero
+#          unless this element carries them: left padding at the window's last element, or at the
+#          line's last element when the window also runs past the right edge, then counting all
+#          of the window's padded columns; right padding at the line's last element);
+#   height (per window): the rows top to bottom, the first row alone, then row + acc; after each
+#          row the top and the bottom padding terms, PAD_VALUE_nX * kernel_w (FP17 products).
+cdef enum:
+    FP16_E = 5
+    FP17_E = 6
+    MANT = 10
+    KERNEL_WIDTH_INT_BITS = 8
+
+
+cdef inline uint64_t fp17_add(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_add(a, b, FP17_E, MANT)
+
+
+cdef inline uint64_t fp17_mul(uint64_t a, uint64_t b) noexcept nogil:
+    return fp_mul(a, b, FP17_E, MANT)
+
+
+cdef inline uint64_t fp16_extreme(uint64_t acc, uint64_t v, int method) noexcept nogil:
+    """MAX / MIN step with the accumulated value as the first operand (NaN and ties order)."""
+    if method == MAXIMUM:
+        return fp_max(acc, v, FP16_E, MANT)
+    return fp_min(acc, v, FP16_E, MANT)
+
+
+cdef inline uint64_t pad_term(const int64_t[::1] pads, int64_t n) noexcept nogil:
+    """PAD_VALUE_{n}X as an FP17 pattern, FP17 +0 when n is 0."""
+    return <uint64_t>pads[n - 1] if n > 0 else 0
+
+
+def pool_fp16(const uint16_t[:, :, ::1] cube, uint16_t[:, :, ::1] out, int method,
+              int kernel_w, int kernel_h, int stride_w, int stride_h, int pad_left, int pad_top,
+              const int64_t[::1] pad_values, int64_t recip_w, int64_t recip_h):
+    """Pool an FP16 cube (bit patterns) like `pool_int`; `pad_values` and the reciprocals are
+    FP17 patterns.  Returns the number of windows that held no input element (written as 0)."""
+    cdef Py_ssize_t channels = cube.shape[0], height = cube.shape[1], width = cube.shape[2]
+    cdef Py_ssize_t out_h = out.shape[1], out_w = out.shape[2]
+    cdef Py_ssize_t c, oy, ox, y, x, y0, x0, y_lo, y_hi, x_lo, x_hi, kwi, khi
+    cdef uint64_t row, acc, v, left, right, top, bottom, kw_fp17
+    cdef int empty = 0
+    if out.shape[0] != channels:
+        raise ValueError("pool_fp16: input and output channel counts differ")
+    if pad_values.shape[0] < 7:
+        raise ValueError("pool_fp16: need 7 padding values (1X..7X)")
+    # kernel_w as FP17 (the C model tabulates 1..7; 8 is read past its table's end, the RTL's
+    # intent is 8.0).
+    kw_fp17 = fp_from_int(kernel_w, KERNEL_WIDTH_INT_BITS, FP17_E, MANT)
+    with nogil:
+        for oy in range(out_h):
+            y0 = oy * stride_h - pad_top
+            y_lo = y0 if y0 > 0 else 0
+            y_hi = y0 + kernel_h if y0 + kernel_h < height else height
+            for ox in range(out_w):
+                x0 = ox * stride_w - pad_left
+                x_lo = x0 if x0 > 0 else 0
+                x_hi = x0 + kernel_w if x0 + kernel_w < width else width
+                if y_lo >= y_hi or x_lo >= x_hi:
+                    empty += 1
+                    for c in range(channels):
+                        out[c, oy, ox] = 0
+                    continue
+                for c in range(channels):
+                    acc = 0
+                    for y in range(y_lo, y_hi):
+                        # width: this window's part of line y
+                        row = 0
+                        for x in range(x_lo, x_hi):
+                            v = cube[c, y, x]
+                            kwi = x - x0
+                            if method != AVERAGE:
+                                row = v if x == x_lo else fp16_extreme(row, v, method)
+                                continue
+                            left = right = 0
+                            if x + 1 < kernel_w and (kwi + 1 == kernel_w or (
+                                    x + 1 == width and x < kwi and pad_left > 0)):
+                                left = pad_term(pad_values, kernel_w - (x + 1))
+                            elif x + kernel_w - kwi > width and x + 1 == width:
+                                right = pad_term(pad_values, kernel_w - (kwi + 1))
+                            v = fp16_to_fp17(v)
+                            row = v if x == x_lo else fp17_add(row, v)
+                            row = fp17_add(fp17_add(row, left), right)
+                        # height: line y's window row into the window
+                        khi = y - y0
+                        if method != AVERAGE:
+                            acc = row if y == y_lo else fp16_extreme(row, acc, method)
+                            continue
+                        top = bottom = 0
+                        if y + 1 < kernel_h and (khi + 1 == kernel_h or (
+                                y + 1 == height and y < khi)):
+                            top = pad_term(pad_values, kernel_h - (y + 1))
+                        elif y + kernel_h - khi > height and y + 1 == height:
+                            bottom = pad_term(pad_values, kernel_h - (khi + 1))
+                        top = fp17_mul(top, kw_fp17)
+                        bottom = fp17_mul(bottom, kw_fp17)
+                        acc = row if y == y_lo else fp17_add(row, acc)
+                        acc = fp17_add(fp17_add(acc, top), bottom)
+                    if method == AVERAGE:
+                        acc = fp17_to_fp16(fp17_mul(fp17_mul(acc, <uint64_t>recip_w),
+                                                    <uint64_t>recip_h))
+                    out[c, oy, ox] = <uint16_t>acc
+    return empty

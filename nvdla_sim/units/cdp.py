@@ -143,17 +143,19 @@ class Cdp(Unit):
 
     def execute(self, view: GroupView) -> Generator:
         dtype = element_type(self, view, "INPUT_DATA_TYPE")
-        if dtype.is_float:
-            raise self.unsupported("INPUT_DATA_TYPE=FP16 is not modelled yet")
-        cfg = decode_lrn(view, dtype)
-        if cfg["le_exponent"] and cfg["le_index_offset"] > 62:
+        if dtype.is_float and self.engine.compute_values:
+            raise self.unsupported("INPUT_DATA_TYPE=FP16: LRN values are not modelled yet "
+                                   "(timing-only runs are)")
+        cfg = decode_lrn(view, dtype) if not dtype.is_float else {}
+        if cfg.get("le_exponent") and cfg["le_index_offset"] > 62:
             raise self.unsupported(f"LUT_LE_INDEX_OFFSET={cfg['le_index_offset']} in exponent "
                                    "mode (2^offset does not fit the 64-bit datapath)")
         payload: CdpInput = yield from self.receive(CHANNEL)
         cube = payload.cube
         atom = dtype.elements_per_atom(self.hw.memory_atomic_bytes)
         ram_type = view.field("D_DST_DMA_CFG", "DST_RAM_TYPE")
-        lrn = not (cfg["sqsum_bypass"] and cfg["mul_bypass"])
+        lrn = not (view.field("D_FUNC_BYPASS", "SQSUM_BYPASS")
+                   and view.field("D_FUNC_BYPASS", "MUL_BYPASS"))
         if cube is None:                       # timing only
             width, height = payload.size
             yield from cdp_timing.core(self, cdp_timing.CdpGeometry(

@@ -248,8 +248,6 @@ class Pdp(Unit):
 
     def execute(self, view: GroupView) -> Generator:
         dtype = input_type(self, view)
-        if dtype.is_float:
-            raise self.unsupported("INPUT_DATA=FP16 is not modelled yet")
         cfg = decode_pooling(view, dtype)
         if cfg.method not in POOLING_METHODS:
             raise self.unsupported(f"POOLING_METHOD={cfg.method} is not a pooling method")
