@@ -14,6 +14,7 @@ from nvdla_sim.datatype import FP16, INT8, INT16, DataType
 from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError
 from nvdla_sim.kernels.conv import conv_lines
+from nvdla_sim.kernels.nvfloat_py import cacc_fp48_add, cmac_fp16_dot
 from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
 
 from program_helpers import reg_writes
@@ -462,7 +463,6 @@ def test_fp16_layers_within_the_cc_threshold():
 def test_fp16_single_product_is_exact():
     """One active channel: the Booth product is not shifted, so the 44-bit result is exact
     (value = mantissa * 2^(exponent - 50))."""
-    from nvdla_sim.kernels.conv import fp16_mac_cell
     rng = np.random.default_rng(12)
     for _ in range(500):
         d, wt = random_fp16(rng, (2,), 0.1, nan=False)
@@ -477,7 +477,6 @@ def test_fp16_single_product_is_exact():
 
 def test_fp16_cell_truncates_at_most_one_unit_per_product():
     """The C model's own CMAC check: each shifted product is within one unit of the exact one."""
-    from nvdla_sim.kernels.conv import fp16_mac_cell
     rng = np.random.default_rng(13)
     for _ in range(300):
         n = int(rng.integers(1, 65))
@@ -492,16 +491,23 @@ def test_fp16_cell_truncates_at_most_one_unit_per_product():
 
 
 def test_fp16_nan_result_carries_the_first_nan_weight():
-    from nvdla_sim.kernels.conv import fp16_mac_cell
     d = np.array([0x7E01, 0x3C00, 0x3C00], np.uint16)         # data NaN in channel 0
     wt = np.array([0x3C00, 0xFD55, 0x7E02], np.uint16)        # weight NaNs in channels 1, 2
     cell = fp16_mac_cell(d, wt)
     assert cell >> 38 == 0x3F and (cell >> 37) & 1 == 1 and (cell >> 27) & 0x3FF == 0x155
 
 
+def fp16_mac_cell(data: np.ndarray, weights: np.ndarray) -> int:
+    """One CMAC cell (the pipeline's masks: +-0 operands off) as a 44-bit pattern."""
+    return int(cmac_fp16_dot(data, weights))
+
+
+def fp48_accumulate(acc: int, cell: int) -> int:
+    return int(cacc_fp48_add(np.uint64(acc), np.uint64(cell)))
+
+
 def test_fp48_accumulator_within_one_unit():
     """The C model's own CACC check: the sum is within one unit of its last place."""
-    from nvdla_sim.kernels.conv import fp16_mac_cell, fp48_accumulate
     rng = np.random.default_rng(14)
 
     def fp48_value(acc):

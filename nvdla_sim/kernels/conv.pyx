@@ -26,7 +26,8 @@ does, each atomic operation (one kernel position, `block_c` channels: the CSC's 
 those partial sums into its 48-bit accumulator saturating at every step, channel blocks outermost,
 then kernel rows, then kernel columns (the CSC's issue order).
 
-FP16 (elements as uint16 binary16 patterns): the C model's own number formats, not IEEE ones.
+FP16 (elements as uint16 binary16 patterns): the C model's own number formats, not IEEE ones,
+from nvfloat.pxd (cmac_fp16_dot, cacc_fp48_add, cacc_fp48_to_fp32):
   - CMAC atomic operation (`fp16_atomic`): channels where data or weight is +-0 are skipped (the
     CSC's masks).  Each product is formed in fixed point against the largest exponent of the
     operation: exponents split into a 3-bit "group" (e >> 2) and a 0..3 pre-shift of the 11-bit
@@ -37,17 +38,18 @@ FP16 (elements as uint16 binary16 patterns): the C model's own number formats, n
     two's complement sum, value = sum x 2^(exp - 50).  INF is an ordinary exponent 31 (+-65536);
     a NaN (the first NaN weight, else the first NaN data) gives exponent 63 carrying its sign and
     fraction.
-  - CACC accumulator (`fp48_add`): 8-bit exponent (bias 63) over a 40-bit two's complement
+  - CACC accumulator: 8-bit exponent (bias 63) over a 40-bit two's complement
     mantissa, value = mantissa x 2^(exp - 101); the 44-bit MAC result is normalised, the smaller
     operand shifted right (bits kept for rounding; dropped whole beyond 40), the sum normalised
     and rounded half away from zero; NaN (exponent 255) sticks.
-  - Delivery (`fp48_to_fp32`): sign-magnitude, the 24 top bits rounded half up in magnitude on the
+  - Delivery: sign-magnitude, the 24 top bits rounded half up in magnitude on the
     next bit alone, exponent + 64; NaN keeps 10 fraction bits in the low bits.
 `conv_lines` on FP16 writes the accumulator's 48-bit pattern into its int64 output; the CACC stage
 (`accumulator_output_fp16`) turns it into FP32 bit patterns.
 """
-from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
-from .fixedpoint cimport saturate, shift_right_round, wrap
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from .fixedpoint cimport saturate, shift_right_round
+from . cimport nvfloat as nf
 
 ctypedef fused elem_t:             # converter outputs: INT8, INT16, or the converter's 17-bit
     signed char                    # integer (int32) that becomes FP16 by round-to-nearest-even
@@ -98,236 +100,21 @@ cdef inline int64_t dot(const conv_t* a, const conv_t* b, Py_ssize_t n) noexcept
 
 
 # -- FP16: CMAC atomic operation, CACC accumulator and delivery ---------------------------------
+# The C model's float formats live in nvfloat.pxd (one implementation of each rule); conv adds the
+# CSC's sparsity masks and the CACC's issue order.
 cdef enum:
     FP16_BLOCK_MAX = 64              # channels of one CMAC cell
-    MAC_MANT_BITS = 38
-    ACC_MANT_BITS = 40
-
-# Booth sign compensation added after shifting sum and carry right by 4*i bits (i = 0..7).
-cdef uint32_t BOOTH_SIGN_COMP[8]
-BOOTH_SIGN_COMP[:] = [0xaaab0000, 0xfaaab000, 0xffaaab00, 0xfffaaab0, 0xffffaaab, 0xfffffaab,
-                      0xffffffab, 0xfffffffb]
 
 
-cdef inline void csa_compress(uint32_t* c, int start, int n) noexcept nogil:
-    """Carry-save reduction of c[start:start+n] to two words in c[start], c[start+1]: the first
-    three become sum and carry, the rest move down one place, until two remain."""
-    cdef uint32_t x, y, z
-    cdef int j
-    while n >= 3:
-        x, y, z = c[start], c[start + 1], c[start + 2]
-        c[start] = x ^ y ^ z
-        c[start + 1] = ((x & y) | (y & z) | (x & z)) << 1
-        for j in range(3, n):
-            c[start + j - 1] = c[start + j]
-        n -= 1
-
-
-cdef inline int64_t booth_product(bint negative, uint32_t wt, uint32_t dat,
-                                  uint32_t shift) noexcept nogil:
-    """Signed wt x dat (mantissas of up to 14 bits) shifted right by `shift`, as the CMAC's Booth
-    multiplier forms it (radix-4 digits of wt, negated digits for a negative product)."""
-    cdef uint32_t pp[8]
-    cdef uint32_t inv[8]
-    cdef uint32_t c[10]
-    cdef uint32_t flip = 7 if negative else 0
-    cdef uint32_t digits = wt << 1, code, total
-    cdef int i
-    if shift >= 32:
-        return 0
-    for i in range(8):
-        code = (digits & 7) ^ flip
-        digits >>= 2
-        inv[i] = 0
-        if code == 0 or code == 7:
-            pp[i] = 0x10000
-        elif code == 1 or code == 2:
-            pp[i] = dat | 0x10000
-        elif code == 3:
-            pp[i] = (dat << 1) | 0x10000
-        elif code == 4:
-            pp[i] = ~(dat << 1) & 0xffff
-            inv[i] = 1
-        else:
-            pp[i] = ~dat & 0xffff
-            inv[i] = 1
-    c[0] = pp[0]
-    c[1] = (pp[1] << 2) | inv[0]
-    c[2] = (pp[2] << 4) | (inv[1] << 2)
-    c[3] = (pp[3] << 6) | (inv[2] << 4)
-    c[4] = inv[3] << 6
-    c[5] = pp[4] << 8
-    c[6] = (pp[5] << 10) | (inv[4] << 8)
-    c[7] = (pp[6] << 12) | (inv[5] << 10)
-    c[8] = (pp[7] << 14) | (inv[6] << 12)
-    c[9] = inv[7] << 14
-    csa_compress(c, 0, 5)
-    csa_compress(c, 5, 5)
-    c[2] = c[5]
-    c[3] = c[6]
-    csa_compress(c, 0, 4)
-    total = (c[0] >> shift) + (c[1] >> shift) + BOOTH_SIGN_COMP[shift >> 2]
-    return <int32_t>total
-
-
-cdef inline bint fp16_is_nan(uint32_t v) noexcept nogil:
-    return (v & 0x7c00) == 0x7c00 and (v & 0x3ff) != 0
-
-
-cdef inline int64_t fp16_nan44(uint32_t v) noexcept nogil:
-    return (<int64_t>0x3f << 38) | (<int64_t>((v >> 15) & 1) << 37) | (<int64_t>(v & 0x3ff) << 27)
-
-
-cdef inline int64_t fp16_atomic(const unsigned short* dat, const unsigned short* wt,
-                                Py_ssize_t n) noexcept nogil:
-    """44-bit CMAC cell result of n <= 64 FP16 channel pairs (see the module notes)."""
-    cdef int group[FP16_BLOCK_MAX]
+cdef inline uint64_t fp16_atomic(const unsigned short* dat, const unsigned short* wt,
+                                 Py_ssize_t n) noexcept nogil:
+    """44-bit CMAC cell result of n <= 64 FP16 channel pairs; a channel whose data or weight is
+    +-0 is masked off (the CSC's masks) and takes no part in the cell exponent."""
+    cdef uint8_t enable[FP16_BLOCK_MAX]
     cdef Py_ssize_t i
-    cdef uint32_t d, w, ed, ew, md, mw
-    cdef int top = 0
-    cdef int64_t total = 0
     for i in range(n):
-        if fp16_is_nan(wt[i]):
-            return fp16_nan44(wt[i])
-    for i in range(n):
-        if fp16_is_nan(dat[i]):
-            return fp16_nan44(dat[i])
-    for i in range(n):
-        d, w = dat[i], wt[i]
-        if (d & 0x7fff) == 0 or (w & 0x7fff) == 0:
-            group[i] = -1                            # masked: +-0 takes no part
-            continue
-        group[i] = ((d >> 12) & 7) + ((w >> 12) & 7)
-        if group[i] > top:
-            top = group[i]
-    for i in range(n):
-        if group[i] < 0:
-            continue
-        d, w = dat[i], wt[i]
-        ed, ew = (d >> 10) & 31, (w >> 10) & 31
-        md = ((d & 0x3ff) | (0x400 if ed else 0)) << (ed & 3 if ed else 1)
-        mw = ((w & 0x3ff) | (0x400 if ew else 0)) << (ew & 3 if ew else 1)
-        total += booth_product(((d ^ w) >> 15) & 1, mw, md, <uint32_t>(4 * (top - group[i])))
-    return (<int64_t>((4 * top) & 0x3f) << 38) | (total & ((<int64_t>1 << MAC_MANT_BITS) - 1))
-
-
-cdef inline int bit(int64_t v, int i) noexcept nogil:
-    return <int>((v >> i) & 1)
-
-
-cdef inline int64_t fp48_add(int64_t acc, int64_t mac) noexcept nogil:
-    """CACC FP48 accumulator + 44-bit CMAC result (see the module notes)."""
-    cdef int64_t mask40 = (<int64_t>1 << ACC_MANT_BITS) - 1
-    cdef int mexp = <int>((mac >> 38) & 0x3f)
-    cdef int64_t mman = wrap(mac & ((<int64_t>1 << MAC_MANT_BITS) - 1), MAC_MANT_BITS)
-    cdef int aexp = <int>((acc >> 40) & 0xff)
-    cdef int64_t aman = wrap(acc & mask40, ACC_MANT_BITS)
-    cdef int i, sign, shift, exp, bigger, d, overflow = 0, high = 0, neg, rnd
-    cdef int64_t mext, aext, total, s, r, out
-    cdef int64_t spill = 0                            # bits shifted out of the smaller operand
-    if mman == 0:
-        return acc
-    if aexp == 0xff:
-        return (<int64_t>0xff << 40) | (((acc >> 29) & 0x7ff) << 29)
-    if mexp == 0x3f:
-        return (<int64_t>0xff << 40) | (((mac >> 27) & 0x7ff) << 29)
-    sign = bit(mman, 37)
-    i = 36
-    if bit(mman, 36) == sign:
-        while i >= 0 and bit(mman, i) == sign:
-            i -= 1
-    shift = 36 - i
-    mext = wrap(mman << shift, MAC_MANT_BITS) << 2
-    exp = (mexp - shift + 49) & 0xff
-    if aman == 0:
-        aexp = 0
-    aext = aman
-    bigger = exp
-    if exp > aexp:
-        d = exp - aexp
-        if d <= 40:
-            spill = (aext & ((<int64_t>1 << d) - 1)) << (40 - d)
-            aext >>= d
-        else:
-            aext = 0
-    elif exp < aexp:
-        bigger = aexp
-        d = aexp - exp
-        if d <= 40:
-            spill = (mext & ((<int64_t>1 << d) - 1)) << (40 - d)
-            mext >>= d
-        else:
-            mext = 0
-    total = wrap(aext + mext, ACC_MANT_BITS)
-    if (mext < 0) == (aext < 0) and (mext < 0) != (total < 0):
-        high = <int>(total & 1)
-        overflow = 1
-        s = wrap((<int64_t>(mext < 0) << 39) | ((total & mask40) >> 1), ACC_MANT_BITS)
-        exp = bigger + 1
-    elif bit(total, 38) == bit(total, 39):
-        i = 38
-        while i >= 0 and bit(total, i) == bit(total, 39):
-            i -= 1
-        shift = 38 - i
-        s = wrap(((total << shift) | (spill >> (40 - shift))) & mask40, ACC_MANT_BITS)
-        spill = (spill << shift) & mask40
-        exp = bigger - shift
-    else:
-        s = total
-        exp = bigger
-    neg = s < 0
-    if overflow:
-        rnd = high and (not neg or spill != 0)
-    else:
-        rnd = bit(spill, 39) and (not neg or (spill & ((<int64_t>1 << 39) - 1)) != 0)
-    r = wrap(s + rnd, ACC_MANT_BITS)
-    if (r < 0) != neg:
-        r = wrap((<int64_t>neg << 39) | ((r & mask40) >> 1), ACC_MANT_BITS)
-        exp += 1
-    exp &= 0xff
-    if r == 0:
-        exp = 0
-    return (<int64_t>exp << 40) | (r & mask40)
-
-
-cdef inline uint32_t fp48_to_fp32(int64_t acc) noexcept nogil:
-    """CACC delivery of an FP48 accumulator as FP32 bits (see the module notes)."""
-    cdef uint32_t exp = <uint32_t>((acc >> 40) & 0xff)
-    cdef uint64_t pattern = <uint64_t>(acc & ((<int64_t>1 << 40) - 1))
-    cdef uint32_t sign = <uint32_t>(pattern >> 39)
-    cdef uint64_t low39 = (<uint64_t>1 << 39) - 1
-    cdef uint64_t mag, o, mt
-    cdef uint32_t e, frac
-    if exp == 0xff:
-        return (sign << 31) | (0xff << 23) | <uint32_t>((pattern >> 29) & 0x3ff)
-    if sign and (pattern & low39) == 0:
-        return (sign << 31) | (((exp + 65) & 0xff) << 23)
-    mag = pattern & low39
-    if sign:
-        mag = (~mag + 1) & low39
-    o = (<uint64_t>sign << 39) | mag
-    e = 0 if pattern == 0 else (exp + 64) & 0xff
-    if (o >> 14) & 1:
-        mt = (((o >> 15) & ((1 << 25) - 1)) + 1) & ((1 << 25) - 1)
-        if ((mt >> 24) & 1) != sign:
-            mt = mt >> 1
-            e = (e + 1) & 0xff
-        frac = <uint32_t>(mt & ((1 << 23) - 1))
-    else:
-        frac = <uint32_t>((o >> 15) & ((1 << 23) - 1))
-    return (sign << 31) | (e << 23) | frac
-
-
-def fp16_mac_cell(const unsigned short[::1] data, const unsigned short[::1] weights) -> int:
-    """One CMAC FP16 atomic operation (<= 64 channels): its 44-bit result pattern."""
-    if data.shape[0] != weights.shape[0] or data.shape[0] > FP16_BLOCK_MAX:
-        raise ValueError("fp16_mac_cell: up to 64 data and weight elements, as many of each")
-    return fp16_atomic(&data[0], &weights[0], data.shape[0])
-
-
-def fp48_accumulate(int64_t acc, int64_t mac) -> int:
-    """The CACC accumulator after adding one 44-bit CMAC result."""
-    return fp48_add(acc, mac)
+        enable[i] = (dat[i] & 0x7fff) != 0 and (wt[i] & 0x7fff) != 0
+    return nf.cmac_fp16_dot(<const uint16_t*>dat, <const uint16_t*>wt, enable, <int>n)
 
 
 def accumulator_output_fp16(const int64_t[:, :, ::1] acc, uint32_t[:, :, ::1] out):
@@ -342,7 +129,7 @@ def accumulator_output_fp16(const int64_t[:, :, ::1] acc, uint32_t[:, :, ::1] ou
         for k in range(acc.shape[0]):
             for y in range(acc.shape[1]):
                 for x in range(acc.shape[2]):
-                    v = fp48_to_fp32(acc[k, y, x])
+                    v = <uint32_t>nf.cacc_fp48_to_fp32(<uint64_t>acc[k, y, x])
                     if (v & 0x7f800000) == 0x7f800000 and (v & 0x7fffff) != 0:
                         nans += 1
                     out[k, y, x] = v
@@ -394,8 +181,9 @@ def conv_lines(const conv_t[:, ::1] lines, const conv_t[:, :, ::1] weights,
                                 row = &lines[oy * y_step + r * r_step, base + c0]
                                 w = &weights[k, r, c0]
                                 for s in range(kernel_w):
-                                    acc = fp48_add(acc, fp16_atomic(row + s * s_step,
-                                                                    w + s * kernel_c, n))
+                                    acc = <int64_t>nf.cacc_fp48_add(
+                                        <uint64_t>acc, fp16_atomic(row + s * s_step,
+                                                                   w + s * kernel_c, n))
                             c0 += n
                     elif conv_t is short:
                         c0 = 0
