@@ -278,6 +278,11 @@ def test_16_bit_timing_only_matches_values_cycles(tmp_path, name):
 V1_TRACES = sorted((TRACES / "nv_full").glob("*/input.txn"))
 
 
+def test_v1_traces_exist():
+    assert "lenet5_nv_full_int16" in {p.parent.name for p in V1_TRACES}, \
+        "run python tools/make_traces.py"
+
+
 @pytest.mark.parametrize("txn", V1_TRACES, ids=[p.parent.name for p in V1_TRACES])
 def test_v1_trace_replays_and_passes(txn):
     from nvdla_sim.conformance import run_test
