@@ -279,7 +279,7 @@ V1_TRACES = sorted((TRACES / "nv_full").glob("*/input.txn"))
 
 
 def test_v1_traces_exist():
-    assert "lenet5_nv_full_int16" in {p.parent.name for p in V1_TRACES}, \
+    assert {p.parent.name for p in V1_TRACES} >= {"lenet5_nv_full_int16", "lenet5_nv_full_fp16"}, \
         "run python tools/make_traces.py"
 
 
