@@ -27,12 +27,22 @@ def cmd_replay(args) -> int:
     path = Path(args.path)
     if not path.exists():
         raise NvdlaSimError(f"{path}: no such trace file or folder")
-    outcome = run_test(path, hw, _memory(args), args.timeline, args.format)
+    outcome = run_test(path, hw, _memory(args), args.timeline, args.format,
+                       True if args.values else None)
     for check in outcome.checks:
         print(check.describe())
+    for note in outcome.notes:
+        print(note)
     if outcome.error:
         print(f"nvdla-sim: {outcome.status}: {outcome.error}", file=sys.stderr)
         return 1
+    for line in _warning_summary(outcome.warnings):
+        print(line)
+    layers = None
+    if outcome.result is not None and outcome.result.untils:
+        from .report.vp_layers import format_vp_layers, vp_layers
+        layers = vp_layers(outcome.result)
+        print(format_vp_layers(layers, outcome.result.engine.clock_mhz))
     cycles = f"{outcome.cycles:.0f} cycles" if outcome.cycles is not None else ""
     print(f"{outcome.name}: {outcome.status.upper()}  {cycles}  ({outcome.wall_s:.2f} s)")
     if outcome.result is not None and not args.quiet:
@@ -41,7 +51,27 @@ def cmd_replay(args) -> int:
         print(format_summary(outcome.result))
         if outcome.statistics:
             print(format_statistics(outcome.statistics))
-    return 0 if outcome.status == "pass" else 1
+    if args.json:
+        report = outcome.to_json()
+        if layers is not None:
+            from .report.vp_layers import vp_layers_json
+            report["layers"] = vp_layers_json(layers)
+        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+    return 0 if outcome.status in ("pass", "done") else 1
+
+
+def _warning_summary(warnings: list[str], shown: int = 3) -> list[str]:
+    """VP read_reg mismatches grouped by register: a count and the first few lines."""
+    if not warnings:
+        return []
+    by_reg: dict[str, list[str]] = {}
+    for w in warnings:
+        reg = w.split("read_reg ", 1)[1].split()[0] if "read_reg " in w else "?"
+        by_reg.setdefault(reg, []).append(w)
+    out = [f"warning: {len(warnings)} read_reg values differ from what the VP read (the VP's "
+           "values are not the RTL's): " + ", ".join(f"{r} x{len(v)}" for r, v in by_reg.items())]
+    out += [f"warning: {w}" for w in warnings[:shown]]
+    return out
 
 
 def cmd_conformance(args) -> int:
@@ -123,8 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="nvdla-sim", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
-    r = sub.add_parser("replay", help="run one trace test (a .cfg test or a v1 input.txn folder) "
-                                      "and check its CRCs / register reads / memory dumps")
+    r = sub.add_parser("replay", help="run one trace test (a .cfg test, a v1 input.txn folder or "
+                                      "a virtual-platform capture) and check its CRCs / register "
+                                      "reads / memory dumps; a VP capture is timed per layer")
     r.add_argument("path")
     r.add_argument("--project", default="nv_small", help="hardware preset (default nv_small)")
     r.add_argument("--hw-config", help="hardware YAML (a preset plus overrides) instead of --project")
@@ -132,8 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="memory profile name or YAML (default rtl_testbench)")
     r.add_argument("--timeline", type=Path, help="write <test>.trace.json and <test>.png here")
     r.add_argument("--quiet", action="store_true", help="omit the per-unit timing summary")
-    r.add_argument("--format", choices=("cfg", "txn"),
-                   help="trace format (default: txn for a folder with input.txn, else cfg)")
+    r.add_argument("--format", choices=("cfg", "txn", "vp"),
+                   help="trace format (default: vp for a virtual-platform capture -- "
+                        "rd_only_var_log beside input.txn, or `until` and no memory images --, "
+                        "txn for another folder with input.txn, else cfg)")
+    r.add_argument("--values", action="store_true",
+                   help="VP traces: compute values too (on all-zero memory; default timing only)")
+    r.add_argument("--json", help="write the outcome (and a VP trace's layers) here as JSON")
     r.set_defaults(func=cmd_replay)
 
     c = sub.add_parser("conformance", help="run every trace test of a project (v2: "

@@ -16,11 +16,12 @@ from .engine.memif import MemoryProfile
 from .errors import NvdlaSimError, UnsupportedError
 from .frontends.cfg_trace import parse_cfg
 from .frontends.txn_trace import parse_txn
+from .frontends.vp_trace import is_vp_trace, parse_vp
 from .program import RegisterProgram
 from .report.statistics import read_statistics
 from .report.timing_summary import timing_json
 
-FORMATS = ("cfg", "txn")
+FORMATS = ("cfg", "txn", "vp")
 V1_TESTS = Path("verif") / "traces" / "traceplayer"
 
 
@@ -44,19 +45,21 @@ def v1_corpus_root() -> Path | None:
 
 
 def trace_format(path: Path, forced: str | None = None) -> str:
-    """"txn" for a folder with input.txn (or an .txn file), "cfg" for a .cfg test."""
+    """"vp" for a virtual-platform capture (rd_only_var_log beside input.txn, or `until` and no
+    memory images), "txn" for another folder with input.txn (or an .txn file), "cfg" for a .cfg
+    test."""
     if forced is not None:
         if forced not in FORMATS:
             raise NvdlaSimError(f"unknown trace format '{forced}' (known: {', '.join(FORMATS)})")
         return forced
     if path.is_dir():
         if (path / "input.txn").is_file():
-            return "txn"
+            return "vp" if is_vp_trace(path) else "txn"
         if any(path.glob("*.cfg")):
             return "cfg"
         raise NvdlaSimError(f"{path}: neither input.txn nor a .cfg file in the folder")
     if path.suffix == ".txn":
-        return "txn"
+        return "vp" if is_vp_trace(path) else "txn"
     if path.suffix == ".cfg":
         return "cfg"
     raise NvdlaSimError(f"{path}: not a trace (.cfg, input.txn or a folder holding one)")
@@ -65,7 +68,10 @@ def trace_format(path: Path, forced: str | None = None) -> str:
 def load_program(path: Path, nvdla_version: int, fmt: str | None = None) -> RegisterProgram:
     """Parse a trace test of either format into a RegisterProgram."""
     path = Path(path)
-    if trace_format(path, fmt) == "txn":
+    fmt = trace_format(path, fmt)
+    if fmt == "vp":
+        return parse_vp(path, nvdla_version)
+    if fmt == "txn":
         return parse_txn(path, nvdla_version)
     return parse_cfg(path, nvdla_version)
 
@@ -73,13 +79,15 @@ def load_program(path: Path, nvdla_version: int, fmt: str | None = None) -> Regi
 @dataclass
 class TestOutcome:
     name: str
-    status: str                  # pass, fail, error, unsupported
+    status: str                  # pass, fail, error, unsupported; "done" for a VP replay
     checks: list = field(default_factory=list)
     cycles: float | None = None
     wall_s: float = 0.0
     error: str | None = None
     result: RunResult | None = None
     statistics: dict = field(default_factory=dict)     # statistics registers after the run
+    notes: list[str] = field(default_factory=list)     # what the frontend says about the run
+    warnings: list[str] = field(default_factory=list)  # VP read_reg mismatches
 
     def to_json(self) -> dict:
         return {"name": self.name, "status": self.status,
@@ -89,6 +97,7 @@ class TestOutcome:
                             "first_diff": c.first_diff} for c in self.checks],
                 "statistics": self.statistics,
                 "cycles": self.cycles, "wall_s": round(self.wall_s, 4), "error": self.error,
+                "notes": self.notes, "warnings": self.warnings,
                 "timing": timing_json(self.result) if self.result is not None else None}
 
 
@@ -103,24 +112,30 @@ def find_tests(root: Path, pattern: str = "*") -> list[Path]:
 
 
 def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_testbench",
-             timeline_dir: Path | None = None, fmt: str | None = None) -> TestOutcome:
-    """Run one trace test (`fmt` "cfg"/"txn", default by what the folder holds); with
-    `timeline_dir`, also write its trace events and utilization plot."""
+             timeline_dir: Path | None = None, fmt: str | None = None,
+             compute_values: bool | None = None) -> TestOutcome:
+    """Run one trace test (`fmt` "cfg"/"txn"/"vp", default by what the folder holds); with
+    `timeline_dir`, also write its trace events and utilization plot.  `compute_values` None:
+    values and timing, except a VP capture (no data: timing only).  A VP replay that reaches
+    its end is "done": it has nothing to check."""
     name = path.name if path.is_dir() else path.stem
     start = time.perf_counter()
     try:
+        fmt = trace_format(Path(path), fmt)
         program = load_program(path, hw.nvdla_version, fmt)
-        result = Engine(hw, memory).run(program)
+        values = fmt != "vp" if compute_values is None else compute_values
+        result = Engine(hw, memory, compute_values=values).run(program)
     except UnsupportedError as exc:
         return TestOutcome(name, "unsupported", wall_s=time.perf_counter() - start, error=str(exc))
     except NvdlaSimError as exc:
         return TestOutcome(name, "error", wall_s=time.perf_counter() - start, error=str(exc))
-    status = "pass" if result.passed else "fail"
+    status = "done" if fmt == "vp" else "pass" if result.passed else "fail"
     wall_s = time.perf_counter() - start
     if timeline_dir is not None:
         write_timeline(result, Path(timeline_dir), name)
     return TestOutcome(name, status, result.checks, result.cycles, wall_s, result=result,
-                       statistics=read_statistics(result.engine))
+                       statistics=read_statistics(result.engine), notes=program.notes,
+                       warnings=result.warnings)
 
 
 def write_timeline(result: RunResult, folder: Path, name: str) -> tuple[Path, Path]:

@@ -99,6 +99,19 @@ class ReadReg:
     attempts: int
     name: str
     where: Where | None = None
+    # Virtual-platform traces: the values are the VP's, not the hardware's, so a mismatch left
+    # after `attempts` back-to-back reads is a warning of the run, not a failed check.
+    warn_only: bool = False
+
+
+@dataclass(frozen=True)
+class UntilBits:
+    """Hold the register stream until every bit of `bits` is set in the register at `addr` (the
+    GLB interrupt status): a VP trace's `until`, how its firmware waits for one or more layers."""
+    addr: int
+    bits: int
+    name: str
+    where: Where | None = None
 
 
 @dataclass(frozen=True)
@@ -121,7 +134,7 @@ class DumpMem:
 
 
 Command = (RegWrite | MemFill | MemLoad | PollRegEqual | IntrNotify | SyncWait | CheckCrc
-           | CheckNothing | ReadReg | WaitInterrupt | DumpMem)
+           | CheckNothing | ReadReg | UntilBits | WaitInterrupt | DumpMem)
 
 
 @dataclass
@@ -129,6 +142,8 @@ class RegisterProgram:
     name: str
     commands: list = field(default_factory=list)
     source: Path | None = None
+    # What the frontend wants said about the run (VP traces: where memory came from).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def checks(self) -> list:

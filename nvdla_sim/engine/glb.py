@@ -28,9 +28,11 @@ class Glb:
         self._status_reg = self.unit.definition.regs["S_INTR_STATUS"]
         self._waits: dict[int, deque] = {}
         self._line_waits: list[simpy.Event] = []
+        self._bits_waits: list[tuple[int, simpy.Event]] = []    # VP `until`: all bits set
         self._mask_reg = self.unit.definition.regs["S_INTR_MASK"]
         self.raised: list[tuple[float, str, int]] = []    # (cycle, source, group)
         status_off = self._status_reg.offset
+        self.status_addr = regs.map.base("GLB") + status_off     # CSB byte address
         set_off = self.unit.definition.regs["S_INTR_SET"].offset
         # W1C on status; S_INTR_SET sets bits: replace the plain-store behaviour of both.
         self.unit.csb_write = self._wrap_write(self.unit.csb_write, status_off, set_off)
@@ -72,6 +74,32 @@ class Glb:
                 event.succeed(self.env.now)
             self._line_waits.clear()
 
+    def wait_bits(self, bits: int) -> simpy.Event:
+        """An event that fires (with the cycle) when every bit of `bits` is or becomes set in
+        S_INTR_STATUS (a VP trace's `until`); nothing is cleared."""
+        event = self.env.event()
+        self._bits_waits.append((bits, event))
+        self._wake_bits()
+        return event
+
+    def _wake_bits(self) -> None:
+        if not self._bits_waits:
+            return
+        status = self.status
+        still = []
+        for bits, event in self._bits_waits:
+            if status & bits == bits:
+                event.succeed(self.env.now)
+            else:
+                still.append((bits, event))
+        self._bits_waits = still
+
+    @staticmethod
+    def describe_bits(bits: int) -> str:
+        """Status bits by name (SDP0, CDMA_WT1, ...); bits no unit raises as `bitN`."""
+        names = {bit: f"{src}{grp}" for (src, grp), bit in INTR_BIT.items()}
+        return " ".join(names.get(b, f"bit{b}") for b in range(32) if bits >> b & 1) or "none"
+
     def raise_interrupt(self, source: str, group: int) -> None:
         self.raised.append((self.env.now, source, group))
         self._set_bits(1 << INTR_BIT[(source, group)])
@@ -83,6 +111,7 @@ class Glb:
                 self.status &= ~(1 << bit)
                 waits.popleft().succeed(self.env.now)
         self._wake_line()
+        self._wake_bits()
 
     def arm(self, source: str, group: int) -> simpy.Event:
         """An event that fires (with the cycle) when <source><group> is or becomes set."""
