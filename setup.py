@@ -30,6 +30,6 @@ setup(
                           compiler_directives={"boundscheck": False, "wraparound": False,
                                                "cdivision": True, "initializedcheck": False}),
     install_requires=["simpy>=4", "numpy>=1.22", "cython>=3.0", "pyyaml>=5.4", "matplotlib>=3.5"],
-    extras_require={"test": ["pytest>=7", "onnx>=1.13"], "onnx": ["onnx>=1.13"], "ray": ["ray>=2.9"]},
+    extras_require={"test": ["pytest>=7", "onnx>=1.13", "hypothesis>=6"], "onnx": ["onnx>=1.13"], "ray": ["ray>=2.9"]},
     entry_points={"console_scripts": ["nvdla-sim = nvdla_sim.cli:main"]},
 )
