@@ -1,6 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""CDP local response normalisation (LRN) of one INT8 or INT16 cube (NVDLA reference map 5.9).
+"""CDP local response normalisation (LRN) of one INT8, INT16 or FP16 cube (NVDLA reference map 5.9).
 
+`lrn_int` (INT8/INT16) and `lrn_fp16` share the window, the LUT pair and its choice by the
+hit/underflow/overflow priorities; the arithmetic differs (integers here, the C model's float
+formats in `lrn_fp16`, whose docstring lists its steps).
+
+INT8/INT16:
 Per pixel and per channel c of the padded channel range [0, surfaces*atom), with b the element
 bits (8 or 16):
   1. input convert  xc = sat(b+1)(round((x - DATIN_OFFSET) * DATIN_SCALE / 2^DATIN_SHIFTER));
@@ -15,8 +20,11 @@ bits (8 or 16):
 DATIN_OFFSET is b bits wide, DATOUT_OFFSET 25 (INT8) or 32 bits (INT16): the unit decodes them.
 All rounding is half away from zero.
 """
-from libc.stdint cimport int64_t, uint64_t
+from libc.math cimport isnan, ldexp
+from libc.stdint cimport int64_t, uint64_t, uint16_t, uint32_t
+from libc.string cimport memcpy
 from .fixedpoint cimport saturate, shift_right_round, signed_shift_round
+from . cimport nvfloat as nf
 
 import numpy as np
 
@@ -26,6 +34,8 @@ cdef enum:
     FRACTION_BITS = 16           # the interpolation fraction is kept to 16 bits
     INTERMEDIATE_BITS = 56       # slope and interpolation terms saturate to 56 bits
     LUT_RESULT_BITS = 16
+    INT_SELECT_BITS = 7          # LUT_*_INDEX_SELECT as the integer datapath reads it
+    FP_SELECT_BITS = 8           # ... and as the FP16 one does (the whole field)
 
 ctypedef fused int_element:
     signed char
@@ -67,6 +77,51 @@ cdef struct LrnConfig:
     int64_t datout_offset
     int64_t datout_scale
     int datout_shift
+
+
+cdef struct LutCounts:
+    int64_t uflow
+    int64_t oflow
+    int64_t hybrid
+    int64_t le_hit
+    int64_t lo_hit
+
+
+cdef inline bint choose_lo(Outcome le_out, Outcome lo_out, const LrnConfig *k,
+                           LutCounts *n) noexcept nogil:
+    """Which table's result is used (True = LO), counting the case: both under- or both
+    overflowing, exactly one hit, or anything else (hybrid)."""
+    if le_out == UNDERFLOW and lo_out == UNDERFLOW:
+        n.uflow += 1
+        return k.uflow_priority_lo
+    if le_out == OVERFLOW and lo_out == OVERFLOW:
+        n.oflow += 1
+        return k.oflow_priority_lo
+    if (le_out == HIT) != (lo_out == HIT):
+        if le_out == HIT:
+            n.le_hit += 1
+            return False
+        n.lo_hit += 1
+        return True
+    n.hybrid += 1
+    return k.hybrid_priority_lo
+
+
+cdef dict lut_counters(const LutCounts *n):
+    return {"lut_uflow": n.uflow, "lut_oflow": n.oflow, "lut_hybrid": n.hybrid,
+            "lut_le_hit": n.le_hit, "lut_lo_hit": n.lo_hit}
+
+
+cdef int set_window_and_priorities(LrnConfig *k, dict cfg) except -1:
+    if not 0 <= cfg["normalz_len"] <= 3:
+        raise ValueError("lrn: NORMALZ_LEN must be 0..3")
+    k.half_window = cfg["normalz_len"] + 1
+    k.sqsum_bypass = cfg["sqsum_bypass"]
+    k.mul_bypass = cfg["mul_bypass"]
+    k.uflow_priority_lo = cfg["uflow_priority"]
+    k.oflow_priority_lo = cfg["oflow_priority"]
+    k.hybrid_priority_lo = cfg["hybrid_priority"]
+    return 0
 
 
 cdef inline int floor_log2(int64_t v) noexcept nogil:
@@ -138,10 +193,10 @@ cdef int64_t lookup(int64_t ss, const LutTable *t, Outcome *outcome) noexcept no
 
 
 cdef LutTable make_table(dict cfg, str prefix, const int64_t[::1] values, int last,
-                         bint exponent) except *:
+                         bint exponent, int select_bits) except *:
     cdef LutTable t
     if values.shape[0] != last + 1:
-        raise ValueError(f"lrn_int: the {prefix} table needs {last + 1} entries")
+        raise ValueError(f"lrn: the {prefix} table needs {last + 1} entries")
     t.values = &values[0]
     t.last = last
     t.exponent = exponent
@@ -153,10 +208,10 @@ cdef LutTable make_table(dict cfg, str prefix, const int64_t[::1] values, int la
     t.oflow_scale = cfg[f"{prefix}_oflow_scale"]
     t.uflow_shift = cfg[f"{prefix}_uflow_shift"]
     t.oflow_shift = cfg[f"{prefix}_oflow_shift"]
-    if exponent and not -128 <= t.index_offset <= 62:
-        raise ValueError("lrn_int: LE exponent index offset must be in [-128, 62]")
-    if not exponent and not -64 <= t.index_select <= 63:
-        raise ValueError("lrn_int: index select must be a signed 7-bit value")
+    if exponent and not -128 <= t.index_offset <= (62 if select_bits == INT_SELECT_BITS else 127):
+        raise ValueError("lrn: LE exponent index offset outside the register's range")
+    if not exponent and not -(1 << (select_bits - 1)) <= t.index_select < (1 << (select_bits - 1)):
+        raise ValueError(f"lrn: index select must be a signed {select_bits}-bit value")
     return t
 
 
@@ -179,28 +234,22 @@ def lrn_int(const int_element[:, :, ::1] cube, int channels, dict cfg,
     cdef LutTable le, lo
     cdef int64_t ss, le_y, lo_y, lut_y, v, r, o
     cdef Outcome le_out, lo_out
-    cdef int64_t n_uflow = 0, n_oflow = 0, n_hybrid = 0, n_le_hit = 0, n_lo_hit = 0, n_sat = 0
+    cdef LutCounts counts = [0, 0, 0, 0, 0]
+    cdef int64_t n_sat = 0
     cdef int out_bits = 8 * sizeof(int_element)
     cdef int icvt_bits = out_bits + 1
 
     if not 0 < channels <= lanes:
         raise ValueError("lrn_int: channel count outside the cube")
-    if not 0 <= cfg["normalz_len"] <= 3:
-        raise ValueError("lrn_int: NORMALZ_LEN must be 0..3")
     k.datin_offset = cfg["datin_offset"]
     k.datin_scale = cfg["datin_scale"]
     k.datin_shift = cfg["datin_shift"]
-    k.half_window = cfg["normalz_len"] + 1
-    k.sqsum_bypass = cfg["sqsum_bypass"]
-    k.mul_bypass = cfg["mul_bypass"]
-    k.uflow_priority_lo = cfg["uflow_priority"]
-    k.oflow_priority_lo = cfg["oflow_priority"]
-    k.hybrid_priority_lo = cfg["hybrid_priority"]
+    set_window_and_priorities(&k, cfg)
     k.datout_offset = cfg["datout_offset"]
     k.datout_scale = cfg["datout_scale"]
     k.datout_shift = cfg["datout_shift"]
-    le = make_table(cfg, "le", le_table, LE_LAST, cfg["le_exponent"])
-    lo = make_table(cfg, "lo", lo_table, LO_LAST, False)
+    le = make_table(cfg, "le", le_table, LE_LAST, cfg["le_exponent"], INT_SELECT_BITS)
+    lo = make_table(cfg, "lo", lo_table, LO_LAST, False, INT_SELECT_BITS)
 
     out_arr = np.empty((lanes, height, width), np.int8 if out_bits == 8 else np.int16)
     xc_arr = np.zeros(lanes, np.int64)
@@ -228,28 +277,179 @@ def lrn_int(const int_element[:, :, ::1] cube, int channels, dict cfg,
                             ss = ss + xc[j] * xc[j]
                     le_y = lookup(ss, &le, &le_out)
                     lo_y = lookup(ss, &lo, &lo_out)
-                    if le_out == UNDERFLOW and lo_out == UNDERFLOW:
-                        lut_y = lo_y if k.uflow_priority_lo else le_y
-                        n_uflow += 1
-                    elif le_out == OVERFLOW and lo_out == OVERFLOW:
-                        lut_y = lo_y if k.oflow_priority_lo else le_y
-                        n_oflow += 1
-                    elif (le_out == HIT) != (lo_out == HIT):
-                        if le_out == HIT:
-                            lut_y = le_y
-                            n_le_hit += 1
-                        else:
-                            lut_y = lo_y
-                            n_lo_hit += 1
-                    else:
-                        lut_y = lo_y if k.hybrid_priority_lo else le_y
-                        n_hybrid += 1
+                    lut_y = lo_y if choose_lo(le_out, lo_out, &k, &counts) else le_y
                     v = lut_y if k.mul_bypass else lut_y * xc[c]
                     r = shift_right_round((v - k.datout_offset) * k.datout_scale, k.datout_shift)
                     o = saturate(r, out_bits)
                     if o != r:
                         n_sat += 1
                     out[c, y, x] = <int_element>o
-    counters = {"lut_uflow": n_uflow, "lut_oflow": n_oflow, "lut_hybrid": n_hybrid,
-                "lut_le_hit": n_le_hit, "lut_lo_hit": n_lo_hit, "out_saturation": n_sat}
+    counters = lut_counters(&counts)
+    counters["out_saturation"] = n_sat
+    return out_arr, counters
+
+
+# -- FP16 ----------------------------------------------------------------------------------------
+cdef enum:
+    BITS16 = 0xFFFF
+    BITS32 = 0xFFFFFFFF
+    FP32_BIAS = 127
+    FP32_MANT = 23
+
+
+cdef inline float fp32_native(uint64_t bits) noexcept nogil:
+    """FP32 bits as a C float: the C model compares and scales x - START with its own floats."""
+    cdef uint32_t b = <uint32_t>(bits & BITS32)
+    cdef float f
+    memcpy(&f, &b, 4)
+    return f
+
+
+cdef inline uint64_t fp32_power_of_two(int k) noexcept nogil:
+    """2^k as FP32 bits for the LE exponent underflow line; the C model takes 0 for k <= -127."""
+    if k <= -FP32_BIAS:
+        return 0
+    return <uint64_t>(k + FP32_BIAS) << FP32_MANT
+
+
+cdef inline uint64_t fp_extrapolate(uint64_t gap32, uint64_t y16, uint64_t slope16) noexcept nogil:
+    """Outside a table: gap * slope + y in FP17 (gap an FP32 distance, y and slope FP16)."""
+    return nf.fp17_add(nf.fp17_mul(nf.fp32_to_fp17(gap32), nf.fp16_to_fp17(slope16 & BITS16)),
+                       nf.fp16_to_fp17(y16 & BITS16))
+
+
+cdef uint64_t fp_lookup(uint64_t ss, const LutTable *t, Outcome *outcome) noexcept nogil:
+    """One FP16 table at square sum `ss` (FP32 bits); the FP17 result.
+
+    START/END are FP32 bit patterns, entries and slopes FP16; the shifts are unused.  d = ss -
+    START in FP32; d <= 0 or NaN underflows.  Exponent mode: entry = exponent(d) - INDEX_OFFSET
+    (below 0 underflows, from `last` on overflows), the fraction is d's top 16 mantissa bits.
+    Linear mode: d / 2^INDEX_SELECT as a C float gives entry and fraction (truncated to 16 bits).
+    Hit: (L1 - L0 in FP32, to FP17) * fraction + L0; underflow: (d, or ss - (START + 2^offset) in
+    exponent mode) * UFLOW_SCALE + L0; overflow: (ss - END) * OFLOW_SCALE + L[last].
+    """
+    cdef uint64_t start = <uint64_t>t.start & BITS32
+    cdef uint64_t d = nf.fp32_sub(ss, start)
+    cdef float df = fp32_native(d)
+    cdef float shifted
+    cdef int index = 0
+    cdef uint64_t fraction16 = 0, gap, diff
+    if df <= 0 or isnan(df):
+        outcome[0] = UNDERFLOW
+    elif t.exponent:
+        index = <int>((d >> FP32_MANT) & 0xFF) - FP32_BIAS - t.index_offset
+        outcome[0] = UNDERFLOW if index < 0 else (OVERFLOW if index >= t.last else HIT)
+        fraction16 = (d >> (FP32_MANT - 16)) & BITS16
+    else:
+        if t.index_select >= 0:
+            shifted = <float>(<double>df / ldexp(1.0, t.index_select))
+        else:
+            shifted = <float>(<double>df * ldexp(1.0, -t.index_select))
+        if shifted >= t.last:
+            outcome[0] = OVERFLOW
+        else:
+            outcome[0] = HIT
+            index = <int>shifted
+            fraction16 = <uint64_t>((shifted - <float>index) * <float>65536.0)
+    if outcome[0] == UNDERFLOW:
+        gap = d
+        if t.exponent:
+            gap = nf.fp32_sub(ss, nf.fp32_add(start, fp32_power_of_two(t.index_offset)))
+        return fp_extrapolate(gap, <uint64_t>t.values[0], <uint64_t>t.uflow_scale)
+    if outcome[0] == OVERFLOW:
+        return fp_extrapolate(nf.fp32_sub(ss, <uint64_t>t.end & BITS32),
+                              <uint64_t>t.values[t.last], <uint64_t>t.oflow_scale)
+    diff = nf.fp32_sub(nf.fp16_to_fp32(<uint64_t>t.values[index + 1] & BITS16),
+                       nf.fp16_to_fp32(<uint64_t>t.values[index] & BITS16))
+    return nf.fp17_add(nf.fp17_mul(nf.fp32_to_fp17(diff), nf.uint16_to_fp17(fraction16)),
+                       nf.fp16_to_fp17(<uint64_t>t.values[index] & BITS16))
+
+
+cdef inline bint fp16_is_nan(uint64_t bits) noexcept nogil:
+    return (bits & 0x7C00) == 0x7C00 and (bits & 0x3FF) != 0
+
+
+def lrn_fp16(const uint16_t[:, :, ::1] cube, int channels, dict cfg,
+             const int64_t[::1] le_table, const int64_t[::1] lo_table):
+    """LRN of a whole (surfaces*16, H, W) FP16 cube (bit patterns) whose first `channels` lanes
+    are real, in the C model's float formats.  Per pixel and lane c:
+      0. NAN_TO_ZERO: an FP16 NaN read becomes +0; lanes from `channels` on, and neighbours
+         outside the lanes, are fed +0 (DATIN_OFFSET/SCALE/SHIFTER are ignored in FP16);
+      1. x = FP16 -> FP17 (an INF becomes the largest FP17), then FP32; q = x * x in FP32
+         (SQSUM_BYPASS: q = x);
+      2. ss, in FP32 and this order: (q[c-1] + q[c+1]) + q[c], then + (q[c-k] + q[c+k]) for
+         k = 2 .. NORMALZ_LEN+1 (SQSUM_BYPASS: ss = q[c]);
+      3. both tables looked up (see `fp_lookup`), one chosen as in `lrn_int`;
+      4. v = x * lut in FP17 (MUL_BYPASS: v = lut, or x itself when x is NaN);
+      5. out = FP17 -> FP16 (saturating; DATOUT_* ignored, no saturation count).
+    `cfg` keys: normalz_len, sqsum_bypass, mul_bypass, le_exponent, uflow/oflow/hybrid_priority,
+    nan_to_zero, le_/lo_ start, end (FP32 bits), index_select (int8), uflow_scale, oflow_scale
+    (FP16 bits), le_index_offset (int8).
+    Returns (out uint16 bits (surfaces*16, H, W), counters: the LUT counters, out_saturation 0,
+    nan_input, inf_input (every lane read, before the flush), nan_output (every lane written)).
+    """
+    cdef Py_ssize_t lanes = cube.shape[0], height = cube.shape[1], width = cube.shape[2]
+    cdef Py_ssize_t c, y, x, j
+    cdef LrnConfig k
+    cdef LutTable le, lo
+    cdef LutCounts counts = [0, 0, 0, 0, 0]
+    cdef Outcome le_out, lo_out
+    cdef uint64_t raw, ss, le_y, lo_y, lut_y, v, o
+    cdef int64_t n_nan_in = 0, n_inf_in = 0, n_nan_out = 0
+    cdef bint nan_to_zero = cfg["nan_to_zero"]
+
+    if not 0 < channels <= lanes:
+        raise ValueError("lrn_fp16: channel count outside the cube")
+    set_window_and_priorities(&k, cfg)
+    for key in ("le_start", "le_end", "lo_start", "lo_end"):
+        cfg = dict(cfg, **{key: cfg[key] & BITS32})
+    le = make_table(cfg, "le", le_table, LE_LAST, cfg["le_exponent"], FP_SELECT_BITS)
+    lo = make_table(cfg, "lo", lo_table, LO_LAST, False, FP_SELECT_BITS)
+
+    out_arr = np.empty((lanes, height, width), np.uint16)
+    x17_arr = np.zeros(lanes, np.uint64)
+    x32_arr = np.zeros(lanes, np.uint64)
+    # squares with a zero on each side of the lanes: q[i + 4] is lane i's
+    q_arr = np.zeros(lanes + 8, np.uint64)
+    cdef uint16_t[:, :, ::1] out = out_arr
+    cdef uint64_t[::1] x17 = x17_arr
+    cdef uint64_t[::1] x32 = x32_arr
+    cdef uint64_t[::1] q = q_arr
+
+    with nogil:
+        for y in range(height):
+            for x in range(width):
+                for c in range(lanes):
+                    raw = cube[c, y, x]
+                    if (raw & 0x7C00) == 0x7C00:
+                        if raw & 0x3FF:
+                            n_nan_in += 1
+                        else:
+                            n_inf_in += 1
+                    if c >= channels or (nan_to_zero and fp16_is_nan(raw)):
+                        raw = 0
+                    x17[c] = nf.fp16_to_fp17(raw)
+                    x32[c] = nf.fp17_to_fp32(x17[c])
+                    q[c + 4] = x32[c] if k.sqsum_bypass else nf.fp32_mul(x32[c], x32[c])
+                for c in range(lanes):
+                    if k.sqsum_bypass:
+                        ss = q[c + 4]
+                    else:
+                        ss = nf.fp32_add(nf.fp32_add(q[c + 3], q[c + 5]), q[c + 4])
+                        for j in range(2, k.half_window + 1):
+                            ss = nf.fp32_add(ss, nf.fp32_add(q[c + 4 - j], q[c + 4 + j]))
+                    le_y = fp_lookup(ss, &le, &le_out)
+                    lo_y = fp_lookup(ss, &lo, &lo_out)
+                    lut_y = lo_y if choose_lo(le_out, lo_out, &k, &counts) else le_y
+                    if k.mul_bypass:
+                        v = x17[c] if nf.fp_is_nan(x32[c], 8, 23) else lut_y
+                    else:
+                        v = nf.fp17_mul(x17[c], lut_y)
+                    o = nf.fp17_to_fp16(v)
+                    if fp16_is_nan(o):
+                        n_nan_out += 1
+                    out[c, y, x] = <uint16_t>o
+    counters = lut_counters(&counts)
+    counters.update(out_saturation=0, nan_input=n_nan_in, inf_input=n_inf_in,
+                    nan_output=n_nan_out)
     return out_arr, counters

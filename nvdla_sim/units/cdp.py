@@ -6,7 +6,9 @@ works on what CDP_RDMA's registers describe.  CDP normalises across channels wit
 `kernels/cdp.pyx` and writes the whole output cube, padding lanes included.
 
 The element type (INT8, INT16, FP16) comes from D_DATA_FORMAT of each unit; a 32-byte atom holds
-32 INT8 or 16 INT16/FP16 channels.  The two LUTs (LE 65 entries, LO 257 entries, 16 bits: int16,
+32 INT8 or 16 INT16/FP16 channels.  FP16 runs in the C model's float formats (`lrn_fp16`): its
+LUT START/END registers are FP32 patterns (LOW words), entries and slope scales FP16 patterns, and
+the input/output converters are not used.  The two LUTs (LE 65 entries, LO 257 entries, 16 bits: int16,
 or FP16 bit patterns in FP16) are single, shared by both register groups,
 and loaded through S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA: every DATA write in write mode stores
 one entry and advances the address, which stops at the table's last entry.
@@ -20,7 +22,7 @@ import numpy as np
 
 from .. import datatype
 from ..datatype import DataType
-from ..kernels.cdp import lrn_int
+from ..kernels.cdp import lrn_fp16, lrn_int
 from ..kernels.fixed import sign_extend
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
@@ -34,7 +36,7 @@ LUT_START_END_BITS = 38         # S_LUT_*_START/END: LOW[31:0] + HIGH[5:0], two'
 # Per element type, as the C model's converters and LUT see the registers: the index selects are
 # sign-extended from bit 5 (INT8) or 6 (INT16); D_DATOUT_OFFSET reaches the converter with its
 # low 25 (INT8) or all 32 bits; D_DATIN_OFFSET with as many bits as an element.
-LUT_INDEX_SELECT_BITS = {"INT8": 6, "INT16": 7}
+LUT_INDEX_SELECT_BITS = {"INT8": 6, "INT16": 7, "FP16": 8}
 DATOUT_OFFSET_BITS = {"INT8": 25, "INT16": 32}
 
 # Perf/status registers CDP updates at the end of a layer, from the kernel's counters.
@@ -100,11 +102,8 @@ def _start_end(view: GroupView, name: str) -> int:
 
 
 def decode_lrn(view: GroupView, dtype: DataType) -> dict[str, int]:
-    """The CDP registers of one layer as the kernel's configuration (see `lrn_int`)."""
+    """The CDP registers of one layer as the kernel's configuration (see `lrn_int`, `lrn_fp16`)."""
     cfg = {
-        "datin_offset": view.sfield("D_DATIN_OFFSET", "DATIN_OFFSET", dtype.bits),
-        "datin_scale": view.sfield("D_DATIN_SCALE", "DATIN_SCALE"),
-        "datin_shift": view.field("D_DATIN_SHIFTER", "DATIN_SHIFTER"),
         "normalz_len": view.field("D_LRN_CFG", "NORMALZ_LEN"),
         "sqsum_bypass": view.field("D_FUNC_BYPASS", "SQSUM_BYPASS"),   # 1 = bypass
         "mul_bypass": view.field("D_FUNC_BYPASS", "MUL_BYPASS"),
@@ -112,22 +111,32 @@ def decode_lrn(view: GroupView, dtype: DataType) -> dict[str, int]:
         "uflow_priority": view.field("S_LUT_CFG", "LUT_UFLOW_PRIORITY"),   # 1 = LO
         "oflow_priority": view.field("S_LUT_CFG", "LUT_OFLOW_PRIORITY"),
         "hybrid_priority": view.field("S_LUT_CFG", "LUT_HYBRID_PRIORITY"),
-        "datout_offset": view.sfield("D_DATOUT_OFFSET", "DATOUT_OFFSET",
-                                     DATOUT_OFFSET_BITS[dtype.name]),
-        "datout_scale": view.sfield("D_DATOUT_SCALE", "DATOUT_SCALE"),
-        "datout_shift": view.field("D_DATOUT_SHIFTER", "DATOUT_SHIFTER"),
         "le_index_offset": view.sfield("S_LUT_INFO", "LUT_LE_INDEX_OFFSET"),
     }
+    if dtype.is_float:
+        cfg["nan_to_zero"] = view.field("D_NAN_FLUSH_TO_ZERO", "NAN_TO_ZERO")
+    else:
+        cfg.update({
+            "datin_offset": view.sfield("D_DATIN_OFFSET", "DATIN_OFFSET", dtype.bits),
+            "datin_scale": view.sfield("D_DATIN_SCALE", "DATIN_SCALE"),
+            "datin_shift": view.field("D_DATIN_SHIFTER", "DATIN_SHIFTER"),
+            "datout_offset": view.sfield("D_DATOUT_OFFSET", "DATOUT_OFFSET",
+                                         DATOUT_OFFSET_BITS[dtype.name]),
+            "datout_scale": view.sfield("D_DATOUT_SCALE", "DATOUT_SCALE"),
+            "datout_shift": view.field("D_DATOUT_SHIFTER", "DATOUT_SHIFTER"),
+        })
     for table in ("LE", "LO"):
         p = table.lower()
-        cfg[f"{p}_start"] = _start_end(view, f"{table}_START")
-        cfg[f"{p}_end"] = _start_end(view, f"{table}_END")
+        for edge in ("START", "END"):
+            # FP16: an FP32 pattern in the LOW word (the datapath takes the low 32 bits)
+            cfg[f"{p}_{edge.lower()}"] = (view.word(f"S_LUT_{table}_{edge}_LOW") if dtype.is_float
+                                          else _start_end(view, f"{table}_{edge}"))
         cfg[f"{p}_index_select"] = view.sfield("S_LUT_INFO", f"LUT_{table}_INDEX_SELECT",
                                                LUT_INDEX_SELECT_BITS[dtype.name])
         for edge in ("UFLOW", "OFLOW"):
-            cfg[f"{p}_{edge.lower()}_scale"] = view.sfield(
+            cfg[f"{p}_{edge.lower()}_scale"] = view.sfield(     # FP16: an FP16 pattern
                 f"S_LUT_{table}_SLOPE_SCALE", f"LUT_{table}_SLOPE_{edge}_SCALE")
-            cfg[f"{p}_{edge.lower()}_shift"] = view.sfield(     # signed 5-bit
+            cfg[f"{p}_{edge.lower()}_shift"] = view.sfield(     # signed 5-bit; unused in FP16
                 f"S_LUT_{table}_SLOPE_SHIFT", f"LUT_{table}_SLOPE_{edge}_SHIFT")
     return cfg
 
@@ -143,11 +152,8 @@ class Cdp(Unit):
 
     def execute(self, view: GroupView) -> Generator:
         dtype = element_type(self, view, "INPUT_DATA_TYPE")
-        if dtype.is_float and self.engine.compute_values:
-            raise self.unsupported("INPUT_DATA_TYPE=FP16: LRN values are not modelled yet "
-                                   "(timing-only runs are)")
-        cfg = decode_lrn(view, dtype) if not dtype.is_float else {}
-        if cfg.get("le_exponent") and cfg["le_index_offset"] > 62:
+        cfg = decode_lrn(view, dtype)
+        if not dtype.is_float and cfg["le_exponent"] and cfg["le_index_offset"] > 62:
             raise self.unsupported(f"LUT_LE_INDEX_OFFSET={cfg['le_index_offset']} in exponent "
                                    "mode (2^offset does not fit the 64-bit datapath)")
         payload: CdpInput = yield from self.receive(CHANNEL)
@@ -166,8 +172,12 @@ class Cdp(Unit):
                                    f"a whole-atom {dtype} cube (CDP_RDMA and CDP D_DATA_FORMAT "
                                    "must agree)")
 
-        out, counters = lrn_int(np.ascontiguousarray(cube), payload.channels, cfg,
-                                self.lut.le, self.lut.lo)
+        if dtype.is_float:
+            out, counters = lrn_fp16(np.ascontiguousarray(cube).view(np.uint16),
+                                     payload.channels, cfg, self.lut.le, self.lut.lo)
+        else:
+            out, counters = lrn_int(np.ascontiguousarray(cube), payload.channels, cfg,
+                                    self.lut.le, self.lut.lo)
         write_cube(self.engine.memory.space(ram_type),
                    view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), out,
                    view.word("D_DST_LINE_STRIDE"), view.word("D_DST_SURFACE_STRIDE"), atom)
