@@ -115,19 +115,44 @@ def cmd_compile(args) -> int:
     from .scenario.runner import context, prepare
     from .scenario.schema import load_scenario
     scn = load_scenario(args.scenario)
-    if args.emit_cfg:
+    vp = args.emit_format == "vp"
+    if args.emit_format and not args.emit_cfg:
+        raise NvdlaSimError("--emit-format needs --emit-cfg DIR (where to write the trace)")
+    if args.emit_cfg and not vp:
         scn.mode = "values+timing"      # memory images and CRCs need the INT8 values
     prep = prepare(scn)
     print(prep.plan.describe())
     print(format_console(build_report(prep, None)))
-    if args.emit_cfg:
+    if args.emit_cfg and vp:
+        path = _emit_vp(prep, args.emit_cfg / scn.name, scn.name)
+        print(f"{path}: VP capture form, no data (replay: nvdla-sim replay {path.parent} "
+              f"--project {scn.hardware.name})")
+    elif args.emit_cfg:
         from .compiler.lower import emit_trace
         path, result = emit_trace(prep.plan, context(prep), args.emit_cfg, scn.name,
-                                  scn.memory.dram)
+                                  scn.memory.dram, args.emit_format)
         crcs = [c for c in result.checks if c.kind == "crc"]
         print(f"{path}: {len(crcs)} check_crc values from the simulator, {result.cycles:.0f} cycles "
               f"(replay: nvdla-sim replay {path.parent} --project {scn.hardware.name})")
     return 0
+
+
+def _emit_vp(prep, folder: Path, name: str) -> Path:
+    """The scenario's DLA layers as one register program, written in VP capture form."""
+    from dataclasses import replace
+    from .compiler.lower import lower
+    from .frontends.vp_writer import write_vp_trace
+    from .scenario.runner import context
+    plan = prep.plan
+    dla = [layer for layer in plan.layers if layer.kind != "gpu"]
+    inner_gpu = [layer for layer in plan.layers[:plan.layers.index(dla[-1])]
+                 if layer.kind == "gpu"] if dla else []
+    if inner_gpu:
+        raise NvdlaSimError(f"layer '{inner_gpu[0].name}' runs on the GPU between DLA layers: a "
+                            "VP trace cannot hold it")
+    ctx = context(prep)
+    lowered = lower(replace(plan, layers=dla), ctx, name=name)
+    return write_vp_trace(lowered.program, ctx.hw, folder, name) / "input.txn"
 
 
 def cmd_sweep(args) -> int:
@@ -194,6 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     m = sub.add_parser("compile", help="compile a scenario to hardware layers and list them")
     m.add_argument("scenario", help="scenario YAML (see docs/scenarios.md)")
     m.add_argument("--emit-cfg", type=Path, help="write the program as .cfg trace tests here")
+    m.add_argument("--emit-format", choices=("cfg", "txn", "vp"),
+                   help="trace form for --emit-cfg: cfg (v2 trace test), txn (v1 trace player), "
+                        "vp (the virtual platform's capture form: registers only, no data); "
+                        "default cfg on NVDLA v2, txn on v1")
     m.set_defaults(func=cmd_compile)
 
     w = sub.add_parser("sweep", help="run a design-space sweep (SWEEP.yaml: a base scenario plus axes)")
@@ -208,6 +237,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="scenario: the full scenario run (default); conv-chain: convolutions only")
     w.add_argument("--no-plots", action="store_true", help="write no plots")
     w.set_defaults(func=cmd_sweep)
+
+    from .lut.cli import add_lut_parser
+    add_lut_parser(sub)                 # nvdla-sim lut fit (nvdla_sim/lut/cli.py)
     return p
 
 

@@ -315,7 +315,10 @@ class Engine:
                 check = yield from self._read_reg(cmd)
                 if not cmd.warn_only:
                     result.checks.append(check)
-                elif not check.passed:
+                elif not check.passed and not (cmd.addr == self.glb.status_addr
+                                               and check.expected == 0):
+                    # (a status read that finds newer interrupts is no mismatch: the firmware
+                    # read it before they came)
                     result.warnings.append(
                         f"{check.sync_id}: read_reg {cmd.name} mask 0x{cmd.mask:08x} expected "
                         f"0x{check.expected:08x}, read 0x{check.actual:08x}")
@@ -369,7 +372,10 @@ class Engine:
         expected = cmd.expected & cmd.mask
         attempts = 0
         while True:
-            yield self.env.timeout(csb.read_cycles)
+            if attempts or not cmd.warn_only:
+                # A VP trace's first read is the firmware's, host time like the native poll's
+                # first look (not charged); its retries are back-to-back CSB reads.
+                yield self.env.timeout(csb.read_cycles)
             value = self.regs.read(cmd.addr) & cmd.mask
             attempts += 1
             if value == expected or attempts >= cmd.attempts:
