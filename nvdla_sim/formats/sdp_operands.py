@@ -9,7 +9,7 @@ processing) bytes:
   - per layer: a register value, no memory;
   - per channel: 1x1xC, the channels padded to whole atoms, back to back from the base;
   - per element: a W x H x C cube in the feature layout with that atom size (line and surface
-    strides, multiples of 32 bytes).
+    strides multiples of 32 bytes: a line of 16-byte atoms of odd width is not packed).
 Integer components are signed (int8 for ONE_BYTE, int16 for TWO_BYTE); FP16 ones float16.
 """
 from __future__ import annotations
@@ -20,7 +20,7 @@ import numpy as np
 
 from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
-from .alignment import check_alignment
+from .alignment import align_up, check_alignment
 from .common import as_bytes, element_bytes, from_bytes, need
 from .feature import byte_offsets, surfaces
 
@@ -83,7 +83,7 @@ def _element_layout(shape: tuple[int, int, int], components: int, proc: DataType
     c, h, w = shape
     epa = elements_per_atom(proc)
     atom_bytes = epa * components * size
-    line = w * atom_bytes if line_stride is None else line_stride
+    line = align_up(w * atom_bytes, 32) if line_stride is None else line_stride
     surf = line * h if surface_stride is None else surface_stride
     check_alignment(_USES[fmt], start=address, line_stride=line, surface_stride=surf)
     if line < w * atom_bytes or (surfaces(c, epa) > 1 and surf < (h - 1) * line + w * atom_bytes):
@@ -164,15 +164,16 @@ def pack_batchnorm(add: np.ndarray, mul: np.ndarray, proc: DataType, size: int |
 
 def pack_elementwise(alu: np.ndarray | None = None, mul: np.ndarray | None = None,
                      proc: DataType = INT8, size: int | None = None, **layout) -> np.ndarray:
-    """Per-element (C, H, W) operands for the ALU, the MUL or both (then ALU first); the data
-    size is checked against the alignment table (32 bytes)."""
+    """Per-element (C, H, W) operands for the ALU, the MUL or both (then ALU first), padded with
+    zeros to the alignment table's 32-byte data size."""
     parts = [np.asarray(p) for p in (alu, mul) if p is not None]
     if not parts:
         raise NvdlaSimError("elementwise format: no operand given")
     size = max(_default_size(p, proc, size) for p in parts)
     image = pack_per_element(parts, proc, size, "elementwise", **layout)
-    check_alignment("elementwise", size=image.size)
-    return image
+    padded = np.zeros(align_up(image.size, 32), np.uint8)
+    padded[:image.size] = image
+    return padded
 
 
 def _default_size(values: np.ndarray, proc: DataType, size: int | None) -> int:
