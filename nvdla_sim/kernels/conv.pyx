@@ -208,6 +208,176 @@ def conv_lines(const conv_t[:, ::1] lines, const conv_t[:, :, ::1] weights,
                     out[k, oy, ox] = acc
 
 
+# -- Winograd F(2x2, 3x3): CSC pre-addition, CMAC 4x4-domain cell, CACC accumulation -------------
+# A Winograd layer works on 4x4 tiles of the (channel-extended, padded) input, one tile per 2x2
+# output block, tiles 2 apart.  Elements of one tile and one "super channel" of 4 channels are
+# kept as 64 elements [pos * 4 + c], pos = y * 4 + x (the CMAC cell's operand order).
+cdef enum:
+    WINO_POS = 16                    # positions of a 4x4 tile
+    WINO_CELL = 64                   # elements of one cell operation: 16 positions x 4 channels
+    WINO_SUPER_C = 4                 # channels of one cell operation
+
+
+cdef inline void pra_rows_cols_int(const int64_t* d, int64_t* t) noexcept nogil:
+    """B^T d B exactly (18-bit results): rows first, then columns (the C model's order)."""
+    cdef int64_t m[16]
+    cdef int x, y
+    for x in range(4):
+        m[x] = d[x] - d[8 + x]
+        m[4 + x] = d[4 + x] + d[8 + x]
+        m[8 + x] = d[8 + x] - d[4 + x]
+        m[12 + x] = d[4 + x] - d[12 + x]
+    for y in range(4):
+        t[4 * y] = m[4 * y] - m[4 * y + 2]
+        t[4 * y + 1] = m[4 * y + 1] + m[4 * y + 2]
+        t[4 * y + 2] = m[4 * y + 2] - m[4 * y + 1]
+        t[4 * y + 3] = m[4 * y + 1] - m[4 * y + 3]
+
+
+cdef inline void pra_rows_cols_fp16(const uint64_t* d, uint64_t* o) noexcept nogil:
+    """B^T d B of FP16 patterns: each operand widened to FP17, every add/sub an FP17 operation in
+    the same order as the integer path, the result narrowed back to FP16."""
+    cdef uint64_t f[16]
+    cdef uint64_t m[16]
+    cdef int i, x, y
+    for i in range(16):
+        f[i] = nf.fp16_to_fp17(d[i])
+    for x in range(4):
+        m[x] = nf.fp17_sub(f[x], f[8 + x])
+        m[4 + x] = nf.fp17_add(f[4 + x], f[8 + x])
+        m[8 + x] = nf.fp17_sub(f[8 + x], f[4 + x])
+        m[12 + x] = nf.fp17_sub(f[4 + x], f[12 + x])
+    for y in range(4):
+        o[4 * y] = nf.fp17_to_fp16(nf.fp17_sub(m[4 * y], m[4 * y + 2]))
+        o[4 * y + 1] = nf.fp17_to_fp16(nf.fp17_add(m[4 * y + 1], m[4 * y + 2]))
+        o[4 * y + 2] = nf.fp17_to_fp16(nf.fp17_sub(m[4 * y + 2], m[4 * y + 1]))
+        o[4 * y + 3] = nf.fp17_to_fp16(nf.fp17_sub(m[4 * y + 1], m[4 * y + 3]))
+
+
+def winograd_pra(const conv_t[:, :, ::1] cube, conv_t[:, :, :, ::1] out, int truncate):
+    """CSC pre-addition (PRA) of every input tile: out[ty, tx, c // 4, pos * 4 + c % 4] is
+    element pos of B^T d B for the 4x4 tile of channel c at rows 2ty.., columns 2tx.. of `cube`
+    (C, H, W).  INT8/INT16: exact 18-bit sums, then shifted right by PRA_TRUNCATE rounding half
+    away from zero and saturated to the element width; FP16: FP17 arithmetic (see above)."""
+    cdef Py_ssize_t n_c = cube.shape[0], tiles_h = out.shape[0], tiles_w = out.shape[1]
+    cdef Py_ssize_t ty, tx, c, y, x, pos
+    cdef int bits = 8
+    cdef int64_t d[16]
+    cdef int64_t t[16]
+    cdef uint64_t fd[16]
+    cdef uint64_t fo[16]
+    if conv_t is short:
+        bits = 16
+    if n_c % WINO_SUPER_C or out.shape[2] * WINO_SUPER_C != n_c or out.shape[3] != WINO_CELL:
+        raise ValueError("winograd_pra: out must be (tiles_h, tiles_w, C / 4, 64), C a multiple of 4")
+    if 2 * tiles_h + 2 > cube.shape[1] or 2 * tiles_w + 2 > cube.shape[2]:
+        raise ValueError("winograd_pra: the cube does not cover every tile")
+    with nogil:
+        for ty in range(tiles_h):
+            for tx in range(tiles_w):
+                for c in range(n_c):
+                    if conv_t is fp16_bits:
+                        for y in range(4):
+                            for x in range(4):
+                                fd[4 * y + x] = cube[c, 2 * ty + y, 2 * tx + x]
+                        pra_rows_cols_fp16(fd, fo)
+                        for pos in range(WINO_POS):
+                            out[ty, tx, c >> 2, pos * 4 + (c & 3)] = <conv_t>fo[pos]
+                    else:
+                        for y in range(4):
+                            for x in range(4):
+                                d[4 * y + x] = cube[c, 2 * ty + y, 2 * tx + x]
+                        pra_rows_cols_int(d, t)
+                        for pos in range(WINO_POS):
+                            out[ty, tx, c >> 2, pos * 4 + (c & 3)] = <conv_t>saturate(
+                                shift_right_round(t[pos], truncate), bits)
+
+
+cdef inline void wino_post_add(const int64_t* m, int64_t* r) noexcept nogil:
+    """A^T m A of the 16 position sums: r[row * 2 + col] of the 2x2 outputs (exact)."""
+    cdef int64_t p[8]
+    cdef int i
+    for i in range(4):
+        p[i] = m[i] + m[4 + i] + m[8 + i]
+        p[4 + i] = m[4 + i] - m[8 + i] - m[12 + i]
+    for i in range(2):
+        r[2 * i] = p[4 * i] + p[4 * i + 1] + p[4 * i + 2]
+        r[2 * i + 1] = p[4 * i + 1] - p[4 * i + 2] - p[4 * i + 3]
+
+
+cdef inline void wino_cell_fp16(const unsigned short* dat, const unsigned short* wt,
+                                uint64_t* r) noexcept nogil:
+    """The four FP44 results of one FP16 Winograd cell: products aligned to the cell exponent
+    (zero operands masked), summed per position, A^T . A in 38 bits, all with the cell exponent;
+    a NaN operand gives the NaN in all four."""
+    cdef uint8_t enable[WINO_CELL]
+    cdef int32_t products[WINO_CELL]
+    cdef int64_t m[16]
+    cdef int64_t s[4]
+    cdef uint64_t nan
+    cdef int i, exponent
+    if nf.cmac_fp16_nan(<const uint16_t*>dat, <const uint16_t*>wt, WINO_CELL, &nan):
+        for i in range(4):
+            r[i] = nan
+        return
+    for i in range(WINO_CELL):
+        enable[i] = (dat[i] & 0x7fff) != 0 and (wt[i] & 0x7fff) != 0
+    exponent = nf.cmac_fp16_products(<const uint16_t*>dat, <const uint16_t*>wt, enable,
+                                     WINO_CELL, products)
+    for i in range(WINO_POS):
+        m[i] = <int64_t>products[4 * i] + products[4 * i + 1] + products[4 * i + 2] \
+            + products[4 * i + 3]
+    wino_post_add(m, s)
+    for i in range(4):
+        r[i] = nf.fp44_pack(exponent, s[i])
+
+
+def winograd_mac(const conv_t[:, :, :, ::1] tiles, const conv_t[:, :, ::1] weights,
+                 int64_t[:, :, ::1] out):
+    """Sums of a Winograd layer into `out` (K, 2 * tiles_h, 2 * tiles_w).  `tiles` is the PRA
+    output (tiles_h, tiles_w, C / 4, 64), `weights` the 4x4-domain kernels (K, C / 4, 64).  Each
+    cell operation (one tile, one super channel) multiplies 64 element pairs, sums them per
+    position and post-adds A^T . A (INT8/INT16 exact); the CACC adds the operations of a tile's
+    super channels in order: INT8/INT16 into the 48-bit saturating accumulator, FP16 into FP48."""
+    cdef Py_ssize_t n_k = weights.shape[0], n_s = weights.shape[1]
+    cdef Py_ssize_t tiles_h = tiles.shape[0], tiles_w = tiles.shape[1]
+    cdef Py_ssize_t k, ty, tx, sc, i, pos
+    cdef int64_t acc[4]
+    cdef int64_t m[16]
+    cdef int64_t r[4]
+    cdef uint64_t fr[4]
+    cdef const conv_t* d
+    cdef const conv_t* w
+    if tiles.shape[2] != n_s or tiles.shape[3] != WINO_CELL or weights.shape[2] != WINO_CELL:
+        raise ValueError("winograd_mac: tiles (H, W, S, 64) and weights (K, S, 64) differ")
+    if out.shape[0] != n_k or out.shape[1] != 2 * tiles_h or out.shape[2] != 2 * tiles_w:
+        raise ValueError("winograd_mac: out must be (K, 2 * tiles_h, 2 * tiles_w)")
+    with nogil:
+        for k in range(n_k):
+            for ty in range(tiles_h):
+                for tx in range(tiles_w):
+                    for i in range(4):
+                        acc[i] = 0
+                    for sc in range(n_s):
+                        d = &tiles[ty, tx, sc, 0]
+                        w = &weights[k, sc, 0]
+                        if conv_t is fp16_bits:
+                            wino_cell_fp16(d, w, fr)
+                            for i in range(4):
+                                acc[i] = <int64_t>nf.cacc_fp48_add(<uint64_t>acc[i], fr[i])
+                        else:
+                            for pos in range(WINO_POS):
+                                m[pos] = <int64_t>d[4 * pos] * w[4 * pos] \
+                                    + <int64_t>d[4 * pos + 1] * w[4 * pos + 1] \
+                                    + <int64_t>d[4 * pos + 2] * w[4 * pos + 2] \
+                                    + <int64_t>d[4 * pos + 3] * w[4 * pos + 3]
+                            wino_post_add(m, r)
+                            for i in range(4):
+                                acc[i] = saturate(acc[i] + r[i], ACCUMULATOR_BITS)
+                    for i in range(4):
+                        out[k, 2 * ty + (i >> 1), 2 * tx + (i & 1)] = acc[i]
+
+
 def accumulator_output(const int64_t[:, :, ::1] acc, int32_t[:, :, ::1] out, int clip_truncate):
     """CACC delivery: sat48 accumulator, round half away from zero by CLIP_TRUNCATE bits, sat32.
     Returns how many outputs saturated to 32 bits (D_OUT_SATURATION)."""

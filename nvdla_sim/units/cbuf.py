@@ -7,6 +7,7 @@ nv_large, 128 on nv_full).  What is kept is what the CDMA wrote, in a form the C
 of the element type of the layer (`dtype`: int8, int16 or float16 arrays):
   - feature input: the (surfaces*atom, H, W) cube after the CDMA converter;
   - image input: (H, (pad_left + W + pad_right) * C_pixel) lines, converted and padded;
+  - Winograd input: the padded, channel-extended (C_ext, H_ext, W_ext) cube (cdma.py);
   - weights: the WEIGHT_BYTES raw bytes, in memory order.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from ..config import HardwareConfig
 from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
 
-FEATURE, PIXEL = "feature", "pixel"
+FEATURE, PIXEL, WINOGRAD = "feature", "pixel", "winograd"
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,8 @@ class BankSplit:
 
 @dataclass
 class CbufData:
-    kind: str                    # FEATURE or PIXEL
-    array: np.ndarray            # feature cube (lanes, H, W) or pixel lines (H, elements)
+    kind: str                    # FEATURE, PIXEL or WINOGRAD
+    array: np.ndarray            # cube (lanes, H, W), pixel lines (H, elements) or Winograd cube
     entries: int                 # CBUF entries the data occupies
     pixel_channels: int = 0      # elements per pixel (PIXEL only)
     dtype: DataType = INT8       # element type in CBUF (PROC_PRECISION)

@@ -13,7 +13,9 @@ reordered so CBUF holds R,G,B,A (Y,U,V,A), converted with the per-element mean (
 CVT_OFFSET to INT8, INT16 or FP16 (the converter's 17-bit result rounded to nearest even; without
 CVT_EN a pixel byte enters a 16-bit lane sign-extended), and padded left and right with
 ZERO_PADDING_VALUE (INT8: its low byte; padding is never converted).  Only 8-bit pixel formats are
-modelled (16-bit and float pixel formats are unsupported).  Weights are copied verbatim.  When data and weights are in CBUF the CDMA raises
+modelled (16-bit and float pixel formats are unsupported).  Winograd input (CONV_MODE=WINOGRAD)
+is padded and channel-extended by the stride as CBUF holds it (load_winograd).  Weights are copied
+verbatim.  When data and weights are in CBUF the CDMA raises
 CDMA_DAT and CDMA_WT and hands the CSC a reference to what it loaded on "cdma->csc".
 
 DATA_REUSE / WEIGHT_REUSE keep what the previous layer left in CBUF (it must have set
@@ -33,11 +35,12 @@ from ..layout import read_cube, surfaces
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
-from .cbuf import FEATURE, PIXEL, Cbuf, CbufData
+from .cbuf import FEATURE, PIXEL, WINOGRAD, Cbuf, CbufData
 
 CHANNEL_CSC = "cdma->csc"
 
 CONV_MODE_DIRECT = 0
+WINOGRAD_TILE = 4               # input rows/columns of one Winograd tile (2x2 outputs)
 DATAIN_FEATURE, DATAIN_PIXEL = 0, 1
 WEIGHT_UNCOMPRESSED = 0
 PIXEL_PITCH_LINEAR = 0
@@ -73,12 +76,20 @@ class CbufLoad:
     weights: np.ndarray           # uint8, WEIGHT_BYTES
 
 
+def is_winograd(unit: Unit, view: GroupView) -> bool:
+    """D_MISC_CFG.CONV_MODE: direct (False) or Winograd (True, where the configuration has it)."""
+    if view.field("D_MISC_CFG", "CONV_MODE") == CONV_MODE_DIRECT:
+        return False
+    if not unit.hw.features.winograd:
+        raise unit.unsupported(f"CONV_MODE=WINOGRAD: {unit.hw.name} has no Winograd feature")
+    return True
+
+
 def conv_precision(unit: Unit, view: GroupView) -> DataType:
-    """Shared by CDMA, CSC, CMAC and CACC: direct convolution (or image input) and the element
-    type the MACs work in (PROC_PRECISION).  CDMA and CSC also check IN_PRECISION against it:
+    """Shared by CDMA, CSC, CMAC and CACC: the element type the MACs work in (PROC_PRECISION) of
+    a direct, image or Winograd layer.  CDMA and CSC also check IN_PRECISION against it:
     feature input is never converted; image pixels are, except float ones to anything but FP16."""
-    if view.field("D_MISC_CFG", "CONV_MODE") != CONV_MODE_DIRECT:
-        raise unit.unsupported("CONV_MODE=WINOGRAD (Winograd convolution is not modelled)")
+    is_winograd(unit, view)
     where = f"{unit.block}.D_MISC_CFG"
     proc = from_code(view.field("D_MISC_CFG", "PROC_PRECISION"), f"{where}.PROC_PRECISION")
     require_supported(proc, unit.hw.data_types, unit.hw.name, f"{where}.PROC_PRECISION")
@@ -149,13 +160,18 @@ class Cdma(Unit):
         fmt = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT")
         if fmt not in (DATAIN_FEATURE, DATAIN_PIXEL):
             raise self.unsupported(f"DATAIN_FORMAT={fmt}")
-        key = (fmt, self.cbuf.split, dtype)
+        winograd = is_winograd(self, view)
+        if winograd and fmt != DATAIN_FEATURE:
+            raise NvdlaSimError("CDMA.D_DATAIN_FORMAT.DATAIN_FORMAT: Winograd convolution takes "
+                                "feature input, not pixels")
+        key = (fmt, self.cbuf.split, dtype, winograd)
         # -- data ------------------------------------------------------------------------------
         reuse = view.field("D_MISC_CFG", "DATA_REUSE") and self.cbuf.retained_key == key \
             and self.cbuf.data is not None
         read_bytes = 0
         if not reuse:
-            data, read_bytes = self.load_input(view, fmt, dtype)
+            data, read_bytes = self.load_winograd(view, dtype) if winograd else \
+                self.load_input(view, fmt, dtype)
             self.cbuf.check_data_fits(data.entries, f"{data.kind} input")
             self.cbuf.store_data(data)
         self.cbuf.retained_key = key if view.field("D_MISC_CFG", "SKIP_DATA_RLS") else None
@@ -211,6 +227,60 @@ class Cdma(Unit):
         read_bytes = height * -(-((x_offset + width) * layout.bytes_per_pixel) // atom) * atom
         lines = self.read_pixels(view, layout, width, height, x_offset, dtype) if values else None
         return CbufData(PIXEL, lines, entries, channels, dtype), read_bytes
+
+    # -- Winograd input ------------------------------------------------------------------------
+    def load_winograd(self, view: GroupView, dtype: DataType) -> tuple[CbufData, int]:
+        """Winograd input as the CDMA writes it into CBUF: the cube padded on all four sides with
+        ZERO_PADDING_VALUE (INT8: its low byte; no converter), then channel-extended by the
+        convolution stride (input row y * SY + i, column x * SX + j goes to row y, column x of
+        phase i * SX + j; the phases' channels, whole atoms each, follow one another), so a
+        strided layer becomes a stride-1 one.  The padded size must be a multiple of 4 x stride;
+        only pixels inside the cube are read from memory."""
+        if view.field("D_CVT_CFG", "CVT_EN"):
+            raise self.unsupported("CVT_EN with Winograd convolution (the C model's Winograd "
+                                   "path has no input converter)")
+        width = view.field("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
+        height = view.field("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
+        channels = view.field("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
+        sx = view.field("D_CONV_STRIDE", "CONV_X_STRIDE") + 1
+        sy = view.field("D_CONV_STRIDE", "CONV_Y_STRIDE") + 1
+        left, right = view.field("D_ZERO_PADDING", "PAD_LEFT"), view.field("D_ZERO_PADDING", "PAD_RIGHT")
+        top, bottom = view.field("D_ZERO_PADDING", "PAD_TOP"), view.field("D_ZERO_PADDING", "PAD_BOTTOM")
+        total_w, total_h = left + width + right, top + height + bottom
+        if total_w % (WINOGRAD_TILE * sx) or total_h % (WINOGRAD_TILE * sy):
+            raise NvdlaSimError(
+                f"CDMA.D_ZERO_PADDING: Winograd input padded to {total_w}x{total_h} must be a "
+                f"multiple of 4 x CONV_X_STRIDE ({4 * sx}) wide and 4 x CONV_Y_STRIDE ({4 * sy}) "
+                "high")
+        atom = atom_elements(self.hw, dtype)
+        n_surf = surfaces(channels, atom)
+        ext_w, ext_h = total_w // sx, total_h // sy
+        slice_entries = ext_w // WINOGRAD_TILE * n_surf * sx * sy
+        if view.field("D_ENTRY_PER_SLICE", "ENTRIES") + 1 != slice_entries:
+            raise NvdlaSimError(
+                f"CDMA.D_ENTRY_PER_SLICE.ENTRIES: a Winograd input {ext_w} wide after extension "
+                f"with {n_surf * sx * sy} atoms of channels needs ENTRIES={slice_entries - 1}")
+        read_bytes = n_surf * self.hw.memory_atomic_bytes * height * width
+        entries = slice_entries * ext_h
+        if not self.engine.compute_values:
+            return CbufData(WINOGRAD, None, entries, dtype=dtype), read_bytes
+        cube = read_cube(self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")),
+                         view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), width, height,
+                         channels, view.word("D_LINE_STRIDE"), view.word("D_SURF_STRIDE"),
+                         atom, dtype.numpy)
+        pad = view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE")
+        if dtype.bytes == 2:                   # 16-bit lanes: the pad value's bits
+            cube, pad = cube.view(np.uint16), np.uint16(pad & 0xFFFF)
+        else:
+            pad = np.int8(int8_low_byte(pad))
+        padded = np.full((cube.shape[0], total_h, total_w), pad, cube.dtype)
+        padded[:, top:top + height, left:left + width] = cube
+        if dtype.is_float:                    # NaN/INF counted over what CBUF receives
+            padded = self.float_input(view, padded.view(np.float16)).view(np.uint16)
+        lanes = padded.shape[0]
+        ext = padded.reshape(lanes, ext_h, sy, ext_w, sx).transpose(2, 4, 0, 1, 3)
+        ext = np.ascontiguousarray(ext).reshape(sy * sx * lanes, ext_h, ext_w).view(dtype.numpy)
+        return CbufData(WINOGRAD, ext, entries, dtype=dtype), read_bytes
 
     # -- feature input -------------------------------------------------------------------------
     def read_feature(self, view: GroupView, width: int, height: int, channels: int,

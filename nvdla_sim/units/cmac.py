@@ -5,7 +5,9 @@ INT16/FP16: a cell computes two 8-bit kernels or one 16-bit one): CMAC_A the fir
 group, CMAC_B the rest.  An atomic operation multiplies ATOMIC_C channels by the weights and sums
 them exactly (INT8: 22 bits, INT16: 38 bits for ATOMIC_C 64), the CACC accumulates those partial
 sums; here one kernel call computes the whole layer's sums of a half (kernels/conv.pyx) and sends
-them to the CACC on "cmac_a->cacc" / "cmac_b->cacc".
+them to the CACC on "cmac_a->cacc" / "cmac_b->cacc".  Winograd: a cell operation multiplies the
+16 positions x 4 channels of a pre-added tile by the 4x4-domain weights and post-adds A^T . A
+into a 2x2 output block (FP16: all four with the cell's exponent).
 """
 from __future__ import annotations
 
@@ -14,12 +16,12 @@ from typing import Generator
 
 import numpy as np
 
-from ..kernels.conv import conv_lines
+from ..kernels.conv import conv_lines, winograd_mac
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
 from .cdma import conv_precision
-from .csc import CHANNEL_CMAC_A, CHANNEL_CMAC_B, ConvJob
+from .csc import CHANNEL_CMAC_A, CHANNEL_CMAC_B, ConvJob, WinogradJob
 
 CHANNEL_CACC_A = "cmac_a->cacc"
 CHANNEL_CACC_B = "cmac_b->cacc"
@@ -40,9 +42,17 @@ def cell_kernels(kernels: int, kernel_group: int, half: int) -> np.ndarray:
     return np.flatnonzero(in_b if half else ~in_b)
 
 
-def mac_layer(job: ConvJob, kernels: np.ndarray) -> np.ndarray:
+def mac_layer(job: ConvJob | WinogradJob, kernels: np.ndarray) -> np.ndarray:
     """Sums of `kernels` of the job's layer: INT8 exact, INT16 as the 48-bit accumulator holds
     them, FP16 as FP48 accumulator patterns (kernels/conv.pyx)."""
+    if isinstance(job, WinogradJob):
+        tiles_h, tiles_w = job.tiles.shape[:2]
+        sums = np.empty((len(kernels), 2 * tiles_h, 2 * tiles_w), np.int64)
+        tiles, weights = job.tiles, job.weights
+        if tiles.dtype == np.float16:
+            tiles, weights = tiles.view(np.uint16), weights.view(np.uint16)
+        winograd_mac(tiles, np.ascontiguousarray(weights[kernels]), sums)
+        return sums
     sums = np.empty((len(kernels), job.out_h, job.out_w), np.int64)
     lines, weights = job.lines, job.weights
     if lines.dtype == np.float16:                 # the C model's float formats work on the bits

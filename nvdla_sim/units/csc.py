@@ -11,6 +11,9 @@ blocks of ATOMIC_C elements of any type):
   - image input: the CDMA's pixel lines; the kernel is one column of the pre-extended
     S*C_pixel channels starting at element ox * stride_x * C_pixel of line oy * stride_y + r -
     PAD_TOP; lines above or below the image read the CSC pad value.
+  - Winograd (CONV_MODE=WINOGRAD): the CDMA's padded, channel-extended cube; the CSC pre-adds
+    (PRA) every 4x4 tile two apart, B^T d B, truncated by PRA_TRUNCATE (INT8/INT16) or in FP17
+    (FP16), and unpacks the 4x4-domain kernels (4x4x4 small cubes).
 The same job goes to CMAC_A and CMAC_B ("csc->cmac_a", "csc->cmac_b"), each computing its half of
 the kernel cells.  Output geometry is DATAOUT_SIZE (there is no right/bottom pad register).
 """
@@ -25,10 +28,11 @@ from ..errors import NvdlaSimError
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
-from .cbuf import FEATURE, PIXEL
+from ..kernels.conv import winograd_pra
+from .cbuf import FEATURE, PIXEL, WINOGRAD
 from ..datatype import INT8, DataType
-from .cdma import (CHANNEL_CSC, DATAIN_FEATURE, WEIGHT_UNCOMPRESSED, CbufLoad, conv_precision,
-                   kernels_per_group, pad_element, require_no_batch)
+from .cdma import (CHANNEL_CSC, DATAIN_FEATURE, WEIGHT_UNCOMPRESSED, WINOGRAD_TILE, CbufLoad,
+                   conv_precision, is_winograd, kernels_per_group, pad_element, require_no_batch)
 
 CHANNEL_CMAC_A = "csc->cmac_a"
 CHANNEL_CMAC_B = "csc->cmac_b"
@@ -53,6 +57,18 @@ class ConvJob:
     @property
     def dtype(self) -> np.dtype:
         return self.lines.dtype
+
+    @property
+    def kernels(self) -> int:
+        return self.weights.shape[0]
+
+
+@dataclass(frozen=True)
+class WinogradJob:
+    """One Winograd layer as the CMACs compute it (arguments of kernels.conv.winograd_mac)."""
+    tiles: np.ndarray             # (OH/2, OW/2, C/4, 64): PRA output of every input tile
+    weights: np.ndarray           # (K, C/4, 64): 4x4-domain kernels, [position * 4 + channel]
+    kernel_group: int
 
     @property
     def kernels(self) -> int:
@@ -138,6 +154,32 @@ def unpack_weights(raw: np.ndarray, kernels: int, rows: int, cols: int, channels
     return elements[offsets].astype(dtype.numpy)
 
 
+def winograd_weight_offsets(kernels: int, channels: int, group: int) -> np.ndarray:
+    """Element offset of Winograd weight (k, super channel, position * 4 + channel) in the
+    CBUF/memory layout, shape (K, C/4, 64): kernel groups of `group` kernels (the last may be
+    short), each kernel BYTE_PER_KERNEL = 16 x C elements; in a group, 4x4x4 small cubes of 4
+    channels scanned kernel by kernel, then channel block by channel block."""
+    k = np.arange(kernels, dtype=np.int64)[:, None, None]
+    sc = np.arange(channels // 4, dtype=np.int64)[None, :, None]
+    e = np.arange(64, dtype=np.int64)[None, None, :]
+    g, cell = k // group, k % group
+    in_group = np.minimum(group, kernels - g * group)
+    return g * group * 16 * channels + sc * 64 * in_group + cell * 64 + e
+
+
+def unpack_winograd_weights(raw: np.ndarray, kernels: int, channels: int, group: int,
+                            dtype: DataType) -> np.ndarray:
+    """(K, C/4, 64) Winograd weights of `dtype` from the raw CBUF bytes."""
+    need = kernels * 16 * channels * dtype.bytes
+    if need > raw.size:
+        raise NvdlaSimError(f"CSC: {kernels} Winograd kernels of 4x4x{channels} {dtype} need "
+                            f"{need} weight bytes but CDMA loaded {raw.size} (WEIGHT_BYTES)")
+    usable = raw.size - raw.size % dtype.bytes
+    elements = raw[:usable].view(np.dtype(dtype.numpy).newbyteorder("<"))
+    return np.ascontiguousarray(elements[winograd_weight_offsets(kernels, channels, group)]
+                                .astype(dtype.numpy))
+
+
 # -- input lines -------------------------------------------------------------------------------
 def _place(dst_len: int, offset: int, src_len: int) -> tuple[slice, slice]:
     """Slices copying src[0:src_len] to dst[offset:offset+src_len], clipped to dst[0:dst_len]."""
@@ -192,14 +234,17 @@ class Csc(Unit):
             raise self.unsupported("POST_Y_EXTENSION (kernel rows packed into one atom) is not "
                                    "modelled")
         g = decode_geometry(view, dtype)
+        winograd = is_winograd(self, view)
         feature = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT") == DATAIN_FEATURE
+        if winograd:
+            self.check_winograd(view, g, feature)
         out_channels = view.field("D_DATAOUT_SIZE_1", "DATAOUT_CHANNEL") + 1
         if out_channels != g.kernels:
             raise self.unsupported(f"DATAOUT_CHANNEL={out_channels} differs from WEIGHT_KERNEL="
                                    f"{g.kernels}")
 
         load: CbufLoad = yield from self.receive(CHANNEL_CSC)
-        expected = FEATURE if feature else PIXEL
+        expected = WINOGRAD if winograd else FEATURE if feature else PIXEL
         if load.data.kind != expected:
             raise NvdlaSimError(f"CSC: DATAIN_FORMAT is {expected} but the CDMA loaded "
                                 f"{load.data.kind} input")
@@ -209,14 +254,58 @@ class Csc(Unit):
         group = kernels_per_group(self.hw, dtype)
         if load.data.array is None:           # timing only
             job = None
+        elif winograd:
+            job = self.winograd_job(view, load, g, dtype)
         else:
             job = self.feature_job(load, g, dtype) if feature else self.pixel_job(load, g, dtype)
         yield from self.send(CHANNEL_CMAC_A, job)
         yield from self.send(CHANNEL_CMAC_B, job)
         geom = conv_timing.csc_geometry(self.hw, not feature, g.out_w, g.out_h, g.kernel_h,
-                                        g.kernel_w, g.kernel_c, g.kernels, kernel_group=group)
+                                        g.kernel_w, g.kernel_c, g.kernels, kernel_group=group,
+                                        winograd=winograd, elem_bytes=dtype.bytes)
         layer = self.engine.timing.layer("conv", self.stats["layers"])
         yield from conv_timing.csc(self, geom, layer)
+
+    def check_winograd(self, view: GroupView, g: ConvGeometry, feature: bool) -> None:
+        """The Winograd register rules: feature input already channel-extended by the CDMA
+        (DATAIN_SIZE_EXT and WEIGHT_CHANNEL_EXT are the extended sizes, channels a multiple of
+        4), 4x4 (pre-transformed) kernels, and outputs in whole 4x4 blocks of 2x2 tiles."""
+        where = "CSC.D_MISC_CFG.CONV_MODE=WINOGRAD"
+        if not feature:
+            raise NvdlaSimError(f"{where}: needs DATAIN_FORMAT=FEATURE")
+        if (g.kernel_w, g.kernel_h) != (WINOGRAD_TILE, WINOGRAD_TILE):
+            raise NvdlaSimError(f"{where}: WEIGHT_SIZE_EXT must be 4x4 (kernels transformed to "
+                                f"the 4x4 domain), got {g.kernel_w}x{g.kernel_h}")
+        if g.in_c % 4 or g.kernel_c != g.in_c:
+            raise NvdlaSimError(f"{where}: DATAIN_CHANNEL_EXT+1={g.in_c} must be a multiple of "
+                                f"4 and equal WEIGHT_CHANNEL_EXT+1={g.kernel_c}")
+        if g.out_w % 4 or g.out_h % 4:
+            raise NvdlaSimError(f"{where}: DATAOUT_SIZE {g.out_w}x{g.out_h} must be a multiple "
+                                "of 4 wide and high")
+        if g.out_w + 2 > g.in_w or g.out_h + 2 > g.in_h:
+            raise NvdlaSimError(f"{where}: {g.out_w}x{g.out_h} outputs need an input of at "
+                                f"least {g.out_w + 2}x{g.out_h + 2}, DATAIN_SIZE_EXT is "
+                                f"{g.in_w}x{g.in_h}")
+        if view.field("D_POST_Y_EXTENSION", "Y_EXTENSION"):
+            raise NvdlaSimError(f"{where}: channel post-extension cannot be used with Winograd")
+
+    def winograd_job(self, view: GroupView, load: CbufLoad, g: ConvGeometry,
+                     dtype: DataType) -> WinogradJob:
+        """The CSC's pre-addition of every input tile (PRA_TRUNCATE) and the 4x4 kernels."""
+        cube = load.data.array
+        if cube.shape != (g.in_c, g.in_h, g.in_w):
+            raise NvdlaSimError(
+                f"CSC: DATAIN_SIZE_EXT {g.in_w}x{g.in_h}x{g.in_c} differs from the Winograd "
+                f"input the CDMA extended ({cube.shape[2]}x{cube.shape[1]}x{cube.shape[0]})")
+        group = kernels_per_group(self.hw, dtype)
+        weights = unpack_winograd_weights(load.weights, g.kernels, g.in_c, group, dtype)
+        tiles = np.empty((g.out_h // 2, g.out_w // 2, g.in_c // 4, 64), dtype.numpy)
+        if dtype.is_float:                     # the C model's float formats work on the bits
+            winograd_pra(cube.view(np.uint16), tiles.view(np.uint16),
+                         view.field("D_PRA_CFG", "PRA_TRUNCATE"))
+        else:
+            winograd_pra(cube, tiles, view.field("D_PRA_CFG", "PRA_TRUNCATE"))
+        return WinogradJob(tiles, weights, group)
 
     def feature_job(self, load: CbufLoad, g: ConvGeometry, dtype: DataType) -> ConvJob:
         cube = load.data.array

@@ -26,6 +26,7 @@ from typing import Generator
 import numpy as np
 
 from ..datatype import FP16, INT8, INT16, DataType, from_code, require_supported
+from ..errors import NvdlaSimError
 from ..kernels.sdp import ALGO_EQL, LE_ENTRIES, LO_ENTRIES, fp16_input, sdp_layer
 from ..layout import read_cube, surfaces, write_cube
 from ..regs import GroupView
@@ -253,7 +254,7 @@ def sdp_compute(view: GroupView, x: np.ndarray, operands: dict[str, StageOperand
 def precisions(unit: Unit, view: GroupView, precision_reg: str,
                precision_fields: tuple[str, ...]) -> tuple[DataType, ...]:
     """The element types of the precision fields, refused where the hardware has no such type;
-    only the direct (non-Winograd, single-batch) datapath is modelled."""
+    single-batch layers only; Winograd output in flying mode."""
     types = []
     for fld in precision_fields:
         where = f"{unit.block}.{precision_reg}.{fld}"
@@ -261,7 +262,15 @@ def precisions(unit: Unit, view: GroupView, precision_reg: str,
         require_supported(dtype, unit.hw.data_types, unit.hw.name, where)
         types.append(dtype)
     if view.field("D_FEATURE_MODE_CFG", "WINOGRAD"):
-        raise unit.unsupported("Winograd output layout is not modelled")
+        # Winograd only changes the order the CACC delivers output atoms in (2x2 blocks, which the
+        # WDMA writes back in place): values and addresses are those of the direct layout.
+        if view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") != FLYING_ON:
+            raise unit.unsupported("WINOGRAD without FLYING_MODE (Winograd output comes from "
+                                   "the CACC)")
+        width, height, _ = cube_dims(view)
+        if width % 4 or height % 4:
+            raise NvdlaSimError(f"{unit.block}.D_FEATURE_MODE_CFG.WINOGRAD: the cube "
+                                f"({width}x{height}) must be a multiple of 4 wide and high")
     if view.field("D_FEATURE_MODE_CFG", "BATCH_NUMBER"):
         raise unit.unsupported("batch mode is not modelled")
     return tuple(types)
