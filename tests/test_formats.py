@@ -512,3 +512,9 @@ def test_pack_refuses_with_one_line(call, message):
     with pytest.raises(NvdlaSimError) as err:
         call()
     assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_the_documented_example_runs():
+    text = (Path(__file__).parents[1] / "docs" / "formats.md").read_text()
+    code = text.split("```python\n", 1)[1].split("```", 1)[0]
+    exec(compile(code, "docs/formats.md", "exec"), {})
