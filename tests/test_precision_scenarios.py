@@ -290,3 +290,17 @@ def test_v1_trace_replays_and_passes(txn):
     assert outcome.status == "pass", outcome.error
     dumps = [c for c in outcome.checks if c.kind == "dump_mem"]
     assert len(dumps) == 4 and all(c.passed for c in dumps)
+
+
+def test_resnet50_fp16_timing_against_int8(tmp_path):
+    """The shipped ResNet-50 FP16 scenario, timing only, against the same network in INT8 on
+    nv_full: every DLA row runs FP16, the feature maps and weights move twice the bytes, and the
+    layers take longer (half the MACs per cycle, twice the DRAM traffic)."""
+    fp16 = run("resnet50_nv_full_fp16", tmp_path, mode="timing")
+    int8 = run("resnet50_nv_full_fp16", tmp_path, mode="timing", precision="int8")
+    assert {r.precision for r in fp16.rows if r.device == "DLA"} == {"FP16"}
+    assert {r.precision for r in int8.rows if r.device == "DLA"} == {"INT8"}
+    assert (fp16.macs_per_cycle, int8.macs_per_cycle) == (1024, 2048)
+    assert fp16.total_macs == int8.total_macs
+    assert 1.8 < fp16.total_dram_bytes / int8.total_dram_bytes < 2.2
+    assert fp16.total_cycles > 1.3 * int8.total_cycles
