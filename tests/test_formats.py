@@ -62,6 +62,19 @@ def test_feature_round_trip(dtype, c, h, w, line_gap, surf_gap, seed):
     assert same_bits(F.unpack_feature(raw, layout), cube)
 
 
+@PROPERTY
+@given(dtypes, st.integers(1, 4), st.integers(1, 40), st.integers(1, 4), st.integers(1, 4),
+       st.integers(0, 3), seeds)
+def test_feature_batch_round_trip(dtype, n, c, h, w, gap, seed):
+    cubes = random_elements(np.random.default_rng(seed), dtype, (n, c, h, w))
+    layout = F.FeatureLayout.packed(w, h, c, dtype)
+    stride = layout.surfaces * layout.surface_stride + 32 * gap
+    raw = F.pack_feature_batch(cubes, batch_stride=stride)
+    last = raw[(n - 1) * stride:]
+    assert last.tobytes() == F.pack_feature(cubes[-1]).tobytes() and raw.size % 32 == 0
+    assert same_bits(F.unpack_feature_batch(raw, layout, n, stride), cubes)
+
+
 @pytest.mark.parametrize("dtype", TYPES)
 def test_feature_bytes_follow_the_document(dtype):
     """C' (32 bytes) -> W -> H -> C, padding lanes and gaps zero, element by element."""
@@ -473,6 +486,10 @@ def test_operands_are_the_compilers_bytes(dtype, per_element):
      "feature format: surface stride 0x64"),
     (lambda: F.pack_feature(np.zeros((4, 2, 2), np.int8), address=0x1010),
      "feature format: start address 0x1010"),
+    (lambda: F.pack_feature_batch(np.zeros((2, 4, 2, 2), np.int8), batch_stride=144),
+     "feature format: planar stride 0x90 is not a multiple of 32"),
+    (lambda: F.pack_feature_batch(np.zeros((2, 4, 2, 2), np.int8), batch_stride=64),
+     "batch stride 64 is below one cube of 128 bytes"),
     (lambda: F.pack_feature(np.zeros((4, 2, 2), np.int8), line_stride=32),
      "line stride 32 is below one line"),
     (lambda: F.pack_direct_weights(np.ones((1, 1, 1, 1), np.int8), address=0x80),

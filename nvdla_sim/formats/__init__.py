@@ -3,7 +3,8 @@
 One implementation of each layout of the data-format document, for INT8, INT16 and FP16
 (element types from `nvdla_sim.datatype`), used by the compiler, the units and the tests:
 
-  feature cubes       pack_feature / unpack_feature / FeatureLayout (+ read_cube, write_cube)
+  feature cubes       pack_feature / unpack_feature / FeatureLayout, *_batch (BATCH_STRIDE),
+                      read_cube / write_cube (whole atoms in an address space)
   pitch-linear pixels pack_pixels / unpack_pixels / cdma_values, PIXEL_FORMATS (all 36)
   direct weights      pack_direct_weights / unpack_direct_weights / direct_weight_offsets
   image weights       pack_image_weights / unpack_image_weights (pre- and 2/4-line post-extension)
@@ -21,8 +22,9 @@ a layout the alignment table forbids (or values the element type cannot hold) wi
 """
 from .alignment import ALIGNMENT, Alignment, check_alignment
 from .compression import CompressedWeights, compress_weights, decompress_weights
-from .feature import (ATOM_BYTES, FeatureLayout, byte_offsets, pack_feature, pack_feature_layout,
-                      read_cube, surfaces, unpack_feature, write_cube)
+from .feature import (ATOM_BYTES, FeatureLayout, byte_offsets, pack_feature, pack_feature_batch,
+                      pack_feature_layout, read_cube, surfaces, unpack_feature,
+                      unpack_feature_batch, write_cube)
 from .pixel import (PIXEL_FORMAT_BY_CODE, PIXEL_FORMATS, PixelFormat, PixelImage, cdma_values,
                     pack_pixels, pixel_format, unpack_pixels)
 from .sdp_operands import (elements_per_atom, pack_batchnorm, pack_bias, pack_elementwise,

@@ -142,6 +142,43 @@ def unpack_feature(raw, layout: FeatureLayout) -> np.ndarray:
     return lanes[:layout.channels]
 
 
+def pack_feature_batch(cubes: np.ndarray, dtype: DataType | None = None,
+                       line_stride: int | None = None, surface_stride: int | None = None,
+                       batch_stride: int | None = None, atom_bytes: int = ATOM_BYTES,
+                       address: int | None = None) -> np.ndarray:
+    """N cubes (N, C, H, W) of one layout, cube n at n * batch_stride (BATCH_STRIDE: a multiple
+    of 32 bytes, default all surfaces of one cube)."""
+    cubes = np.asarray(cubes)
+    if cubes.ndim != 4 or cubes.shape[0] < 1:
+        raise NvdlaSimError(f"feature format: batch of shape {cubes.shape}, expected (N, C, H, W)")
+    dtype = element_type(cubes, dtype, "feature format")
+    layout = _layout(cubes.shape[1:], dtype, line_stride, surface_stride, atom_bytes)
+    layout.check(address)
+    stride = _batch_stride(layout, batch_stride)
+    image = np.zeros((cubes.shape[0] - 1) * stride + layout.size_bytes, np.uint8)
+    for n, cube in enumerate(as_elements(cubes, dtype, "feature format")):
+        image[n * stride:n * stride + layout.size_bytes] = pack_feature_layout(cube, layout)
+    return image
+
+
+def unpack_feature_batch(raw, layout: FeatureLayout, batches: int,
+                         batch_stride: int | None = None) -> np.ndarray:
+    """The (N, C, H, W) cubes `pack_feature_batch` wrote."""
+    raw = as_bytes(raw, "feature format")
+    stride = _batch_stride(layout, batch_stride)
+    need(raw, (batches - 1) * stride + layout.size_bytes, "feature format")
+    return np.stack([unpack_feature(raw[n * stride:], layout) for n in range(batches)])
+
+
+def _batch_stride(layout: FeatureLayout, batch_stride: int | None) -> int:
+    stride = layout.surfaces * layout.surface_stride if batch_stride is None else batch_stride
+    check_alignment("feature", planar_stride=stride)
+    if stride < layout.size_bytes:
+        raise NvdlaSimError(f"feature format: batch stride {stride} is below one cube of "
+                            f"{layout.size_bytes} bytes")
+    return stride
+
+
 # -- whole-atom cubes in an address space (what the units read and write) ----------------------
 def read_cube(space: AddressSpace, base: int, width: int, height: int, channels: int,
               line_stride: int, surf_stride: int, atom: int, dtype=np.int8) -> np.ndarray:
