@@ -219,3 +219,42 @@ def test_cli_bad_function_is_a_one_line_error(capsys):
     assert main(["lut", "fit", "--function", "log(x)", "--range", "-1", "1"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("nvdla-sim: error: function 'log(x)' is not finite") and "\n" not in err
+
+
+def test_fp16_registers_replay_on_the_engine(tmp_path):
+    """The compiler does not emit FP16 LUT layers yet: an FP16 SDP layer with an empty Y stage is
+    emitted, the LUT fragment inserted before D_DP_EW_CFG and EW_LUT_BYPASS cleared."""
+    from dataclasses import replace
+    from nvdla_sim.datatype import FP16
+    from nvdla_sim.regs import register_map
+    r = lut.fit("tanh", (-3, 3), "fp16", "nv_full")
+    x = r.output.x.astype(np.float16)
+    shape = (2, 8, -(-x.size // 16))
+    n = int(np.prod(shape))
+    cube = np.zeros(n, np.float16)
+    cube[:x.size] = x
+    cube = cube.reshape(shape)
+    alloc = Allocator(r.hw)
+    b = ProgramBuilder(r.hw, "lut_fp16")
+    src = alloc.feature("x", *shape, dtype=FP16)
+    dst = alloc.feature("y", *shape, dtype=FP16)
+    b.load_cube(src, cube)
+    b.mem_fill(dst.address, dst.size_bytes)
+    emit_sdp(b, alloc, SdpLayer(y=YStage(), dtype=FP16), src, dst)
+    program = b.build()
+    fragment = [c for c in parse_cfg(r.write(tmp_path)["cfg"], r.hw.nvdla_version).commands
+                if isinstance(c, RegWrite)]
+    ew_cfg = register_map(r.hw.nvdla_version).units["SDP"].regs["D_DP_EW_CFG"]
+    lut_bypass = ew_cfg.fields["EW_LUT_BYPASS"].mask
+    commands = []
+    for c in program.commands:
+        if isinstance(c, RegWrite) and c.name == "SDP.D_DP_EW_CFG":
+            commands += fragment
+            c = replace(c, value=c.value & ~lut_bypass)
+        commands.append(c)
+    program = replace(program, commands=commands)
+    result = Engine(r.hw).run(program)
+    y = read_output(result.engine, dst).reshape(-1)[:x.size].astype(np.float64)
+    assert np.array_equal(y, r.output.y)
+    assert np.abs(y - np.tanh(r.output.x)).max() == pytest.approx(r.max_error, rel=1e-12)
+    assert r.max_error < 2e-3
