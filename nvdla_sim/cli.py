@@ -42,7 +42,8 @@ def cmd_replay(args) -> int:
     if outcome.result is not None and outcome.result.untils:
         from .report.vp_layers import format_vp_layers, vp_layers
         layers = vp_layers(outcome.result)
-        print(format_vp_layers(layers, outcome.result.engine.clock_mhz))
+        print(format_vp_layers(layers, outcome.result.engine.clock_mhz,
+                               outcome.result.host_reads))
     cycles = f"{outcome.cycles:.0f} cycles" if outcome.cycles is not None else ""
     print(f"{outcome.name}: {outcome.status.upper()}  {cycles}  ({outcome.wall_s:.2f} s)")
     if outcome.result is not None and not args.quiet:

@@ -163,12 +163,13 @@ def _gem5_capture(name: str, tmp_path: Path) -> Path:
                     "checkout")
     folder = tmp_path / name
     folder.mkdir()
-    for f in ("input.txn", "rd_only_var_log"):
+    for f in ("input.txn", "rd_only_var_log", "VP_mem_rd", "VP_mem_wr"):
         data = subprocess.run(["git", "-C", str(MIRROR), "show", f"HEAD:{TRACES}/{name}/{f}"],
                               capture_output=True, check=False).stdout
-        if not data:
+        if not data and f in ("input.txn", "rd_only_var_log"):
             pytest.skip(f"gem5-NVDLA mirror has no {name}/{f}")
-        (folder / f).write_bytes(data)
+        if data:
+            (folder / f).write_bytes(data)
     return folder
 
 
@@ -186,3 +187,9 @@ def test_gem5_nvdla_captures_replay(tmp_path, nv_full, name):
     if name == "lenet":
         # Against the RTL in gem5 with its ideal memory (gem5-NVDLA README), within 5 %.
         assert abs(result.cycles / GEM5_LENET_IDEAL_CYCLES - 1) < 0.05
+    # The bytes each direction moves against the 64-byte lines the VP's C model touched.
+    for direction, log in (("read", "VP_mem_rd"), ("write", "VP_mem_wr")):
+        if (folder / log).is_file() and (folder / log).stat().st_size:
+            vp_bytes = 64 * len((folder / log).read_text().split())
+            ours = sum(v[direction] for v in result.memory_bytes["MCIF"].values())
+            assert abs(ours / vp_bytes - 1) < 0.01, (direction, ours, vp_bytes)

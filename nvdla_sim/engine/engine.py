@@ -83,6 +83,7 @@ class RunResult:
     warnings: list[str] = field(default_factory=list)  # VP read_reg mismatches and the like
     first_write: float | None = None                   # cycle of the program's first register write
     untils: list = field(default_factory=list)         # UntilRecord per VP `until`
+    host_reads: int = 0                                # VP read_regs (first reads: host time)
 
     @property
     def passed(self) -> bool:
@@ -312,6 +313,7 @@ class Engine:
                 if not event.processed:
                     yield event
             elif isinstance(cmd, ReadReg):
+                result.host_reads += cmd.warn_only
                 check = yield from self._read_reg(cmd)
                 if not cmd.warn_only:
                     result.checks.append(check)

@@ -129,8 +129,9 @@ def _kib(n: int) -> str:
     return f"{n / 1024:.1f}K" if n else "-"
 
 
-def format_vp_layers(layers: list[VpLayer], clock_mhz: float) -> str:
-    """One row per stretch plus the total (cycles and microseconds at the clock)."""
+def format_vp_layers(layers: list[VpLayer], clock_mhz: float, host_reads: int = 0) -> str:
+    """One row per stretch plus the total (cycles and microseconds at the clock) and the host
+    CSB traffic it leaves out (`host_reads` firmware reads, one acknowledge per `until`)."""
     rows = [f"{'#':>3} {'until':<16} {'interrupts':<28} {'units':<22} {'cycles':>10} "
             f"{'read':>9} {'write':>9} {'bound':<6} clients (KiB read/write)"]
     for layer in layers:
@@ -145,6 +146,9 @@ def format_vp_layers(layers: list[VpLayer], clock_mhz: float) -> str:
                 f"= {total / clock_mhz:.1f} us at {clock_mhz:g} MHz; "
                 f"{sum(x.read_bytes for x in layers):,} bytes read, "
                 f"{sum(x.write_bytes for x in layers):,} written")
+    untils = sum(x.until != "end" for x in layers)
+    rows.append(f"host time not in the total: {host_reads} firmware register reads, {untils} "
+                f"interrupt waits and their acknowledges (register writes are in it)")
     return "\n".join(rows)
 
 
