@@ -41,7 +41,9 @@ _LABELS = {"start": "start address", "line_stride": "line stride",
 def check_alignment(fmt: str, **values: int | None) -> None:
     """Refuse any of start/line_stride/surface_stride/planar_stride/size (bytes; None: not
     given) that breaks the alignment table's rule for `fmt`."""
-    rule = ALIGNMENT[fmt]
+    rule = ALIGNMENT.get(fmt)
+    if rule is None:
+        raise NvdlaSimError(f"format '{fmt}': not one of {', '.join(ALIGNMENT)}")
     for name, value in values.items():
         if value is None:
             continue

@@ -18,15 +18,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..datatype import INT8, DataType
+from ..datatype import INT8, INT16, DataType
 from ..errors import NvdlaSimError
 from .alignment import align_up, check_alignment
-from .common import as_bytes, element_bytes, from_bytes, need
+from .common import as_bytes, as_elements, element_bytes, from_bytes, need
 from .feature import byte_offsets, surfaces
-
-_USES = {"bias": "bias", "prelu": "prelu", "batchnorm": "batchnorm",
-         "elementwise": "elementwise"}
-
 
 def elements_per_atom(proc: DataType) -> int:
     """ElementPerAtom of the document: 32 for INT8 processing, 16 for INT16/FP16."""
@@ -40,13 +36,11 @@ def _component_type(proc: DataType, size: int, fmt: str) -> DataType:
         if size != 2:
             raise NvdlaSimError(f"{fmt} format: FP16 operands are 2 bytes")
         return proc
-    from ..datatype import INT16
     return INT8 if size == 1 else INT16
 
 
 def _components(parts: Sequence[np.ndarray], ctype: DataType, fmt: str) -> np.ndarray:
     """(..., components) array of the component type; out-of-range values refused."""
-    from .common import as_elements
     arrays = [as_elements(np.asarray(p), ctype, f"{fmt} format") for p in parts]
     if not 1 <= len(arrays) <= 2 or any(a.shape != arrays[0].shape for a in arrays):
         raise NvdlaSimError(f"{fmt} format: 1 or 2 operand arrays of one shape expected")
@@ -56,7 +50,7 @@ def _components(parts: Sequence[np.ndarray], ctype: DataType, fmt: str) -> np.nd
 def pack_per_channel(parts: Sequence[np.ndarray], proc: DataType, size: int, fmt: str = "bias",
                      address: int | None = None) -> np.ndarray:
     """The bytes of per-channel operands: `parts` are 1 or 2 (C,) arrays (ALU first)."""
-    check_alignment(_USES[fmt], start=address)
+    check_alignment(fmt, start=address)
     ctype = _component_type(proc, size, fmt)
     comps = _components(parts, ctype, fmt)
     if comps.ndim != 2:
@@ -85,14 +79,14 @@ def _element_layout(shape: tuple[int, int, int], components: int, proc: DataType
     atom_bytes = epa * components * size
     line = align_up(w * atom_bytes, 32) if line_stride is None else line_stride
     surf = line * h if surface_stride is None else surface_stride
-    check_alignment(_USES[fmt], start=address, line_stride=line, surface_stride=surf)
+    check_alignment(fmt, start=address, line_stride=line, surface_stride=surf)
     if line < w * atom_bytes or (surfaces(c, epa) > 1 and surf < (h - 1) * line + w * atom_bytes):
         raise NvdlaSimError(f"{fmt} format: strides {line}/{surf} overlap {atom_bytes}-byte "
                             "atoms")
     offsets = byte_offsets(w, h, c, line, surf, epa, components * size)
     size_bytes = int(offsets.max()) + 1
     if data_size:
-        check_alignment(_USES[fmt], size=size_bytes)
+        check_alignment(fmt, size=size_bytes)
     return offsets, size_bytes
 
 
