@@ -304,3 +304,28 @@ def test_resnet50_fp16_timing_against_int8(tmp_path):
     assert fp16.total_macs == int8.total_macs
     assert 1.8 < fp16.total_dram_bytes / int8.total_dram_bytes < 2.2
     assert fp16.total_cycles > 1.3 * int8.total_cycles
+
+
+MIXED = {"input": [8, 12, 12], "layers": [
+    {"name": "c1", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1},
+    {"name": "s1", "type": "sigmoid"},
+    {"name": "c2", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1},
+    {"name": "t2", "type": "tanh"},
+    {"name": "c3", "type": "conv", "out_channels": 16, "kernel": 1, "relu": True},
+    {"name": "a3", "type": "add", "input": ["c3", "t2"]},
+    {"name": "p3", "type": "pool", "method": "avg", "kernel": 2}]}
+
+
+@pytest.mark.parametrize("precision", ["int16", "fp16"])
+def test_lut_activations_elementwise_and_average_pooling(tmp_path, precision):
+    """Sigmoid / tanh through the SDP LUT (INT16: the INT8 table design at 16 bits; FP16: a table
+    fitted in FP16), an element-wise add and an FP17-reciprocal average pooling, end to end."""
+    scn = scenario(precision=precision, network=MIXED, input={"seed": 2}, weights={"seed": 2})
+    scn.outputs.formats, scn.outputs.plots = (), False
+    with contextlib.redirect_stdout(io.StringIO()):
+        prep = prepare(scn)
+        report = execute(prep, tmp_path)
+    assert [r.precision for r in report.rows] == [precision.upper()] * 3
+    assert all(r.sqnr_db >= 55.0 for r in report.rows), [(r.layer, r.sqnr_db) for r in report.rows]
+    luts = [layer.quant.sdp.y for layer in prep.plan.layers if layer.kind == "conv"]
+    assert luts[0] is not None and luts[1] is not None and luts[2] is None

@@ -14,7 +14,8 @@ Precision (`SdpLayer.dtype`, PROC and OUT precision): INT8 and INT16 run the int
 (int16 operands, output saturated to the type); FP16 runs the float one (C model sdp_x/sdp_c):
 operands are FP16 values (a register operand is a float, written as its binary16 bits; memory
 operands float16 arrays, always TWO_BYTE), ALU/MUL shifts and the output converter are unused
-(written 0 / identity), and an atom of operands holds 16 elements (INT16 too).
+(written 0 / identity), LUT tables are FP16 designs (nvdla_sim.lut.fit), and an atom of operands
+holds 16 elements (INT16 too).
 When a stage takes both its ALU and MUL operands from memory, SDP_RDMA reads them interleaved
 (DATA_USE BOTH: ALU then MUL of each element; reference map 5.1, unverified by the official tests).
 
@@ -222,9 +223,9 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
     for p in (src, dst):
         if p is not None and p.dtype != dtype:
             raise NvdlaSimError(f"{layer.name}: {p.name} is {p.dtype}, the SDP runs {dtype}")
-    if dtype.is_float and y is not None and (y.lut is not None or y.mul_cvt or y.alu_cvt):
-        raise UnsupportedError(f"{layer.name}: the FP16 SDP Y stage (LUT, operand converters) is "
-                               "not modelled by the compiler")
+    if dtype.is_float and y is not None and (y.mul_cvt or y.alu_cvt):
+        raise UnsupportedError(f"{layer.name}: the FP16 SDP Y operand converters are not "
+                               "modelled by the compiler")
     operands = {kind: place_operands(b, alloc, f"{layer.name}_{kind}",
                                      _stage_parts(getattr(layer, kind)), shape, dtype)
                 for kind in ("x1", "x2", "y")}

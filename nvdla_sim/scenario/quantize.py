@@ -370,10 +370,14 @@ class _LayerQuantizer:
 
 
 class _FloatLayers:
-    """FP16 parameters: the float network itself, converted to FP16 (no scales, no shifts)."""
+    """FP16 parameters: the float network itself, converted to FP16 (no scales, no shifts);
+    sigmoid / tanh through an SDP LUT fitted in FP16 (nvdla_sim.lut.fit) over the calibrated
+    range of the LUT's input (at least +-LUT_MIN_RANGE, where both functions have flattened)."""
 
-    def __init__(self, plan: HwPlan):
-        self.plan = plan
+    LUT_MIN_RANGE = 8.0
+
+    def __init__(self, plan: HwPlan, cal: Calibration):
+        self.plan, self.cal = plan, cal
 
     def conv(self, layer: HwLayer) -> ConvQuant:
         c = layer.conv
@@ -397,9 +401,8 @@ class _FloatLayers:
                 raise UnsupportedError(f"'{layer.name}': a clipped ReLU in FP16 is not modelled by "
                                        "the compiler (its ceiling is the INT8 saturation point)")
             if st.name == "y":
-                raise UnsupportedError(f"'{layer.name}': {st.lut} in FP16 is not modelled by the "
-                                       "compiler (the SDP lookup table is designed for INT8)")
-            if st.name == "x1":
+                out["y"] = YStage(lut=self._lut(st.lut, post[st.post_ops[0]].op))
+            elif st.name == "x1":
                 alu = None
                 operand = 0.0
                 if st.alu == "bias":
@@ -421,7 +424,13 @@ class _FloatLayers:
                                    self._operand(sc), 0, st.relu)
             else:
                 raise NvdlaSimError(f"SDP stage {st.name} of '{layer.name}': nothing to convert")
-        return SdpLayer(out.get("x1"), out.get("x2"), None, IDENTITY, layer.name, FP16)
+        return SdpLayer(out.get("x1"), out.get("x2"), out.get("y"), IDENTITY, layer.name, FP16)
+
+    def _lut(self, function: str, op_name: str):
+        from ..lut.fit import fit
+        x = self.plan.network.op(op_name).inputs[0]
+        a = max(self.cal.amax.get(x, 0.0), self.LUT_MIN_RANGE)
+        return fit(function, (-a, a), FP16, self.plan.hw).lut
 
     def pdp(self, layer: HwLayer) -> PdpLayer:
         p = layer.pdp
@@ -443,7 +452,7 @@ def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig 
     cal = calibrate(plan, values, cfg)
     for name, t in plan.tensors.items():
         t.scale = cal.scales.get(name)
-    lq = _FloatLayers(plan) if plan.dtype.is_float else _LayerQuantizer(plan, cal, cfg)
+    lq = _FloatLayers(plan, cal) if plan.dtype.is_float else _LayerQuantizer(plan, cal, cfg)
     for layer in plan.layers:
         if layer.kind == "conv":
             layer.quant = lq.conv(layer)
