@@ -129,13 +129,14 @@ def converter(ratio: float, *, offset: int = 0, scale_bits: int = 16, shift_bits
 
 def truncate_for(max_abs: float, out_bits: int, field_bits: int = 5, name: str = "truncate"
                  ) -> Setting:
-    """The smallest right shift t that brings |x| <= max_abs into out_bits signed bits."""
+    """The smallest right shift t with max_abs / 2^t < 2^(out_bits - 1): |x| <= max_abs then
+    fits out_bits signed bits (a result rounding up to 2^(out_bits-1) saturates by one)."""
     limit = _signed_max(out_bits)
     t = 0
-    while max_abs / 2.0 ** t > limit + 0.5 and t < (1 << field_bits) - 1:
+    while max_abs / 2.0 ** t >= limit + 1 and t < (1 << field_bits) - 1:
         t += 1
     warnings = ()
-    if max_abs / 2.0 ** t > limit + 0.5:
+    if max_abs / 2.0 ** t >= limit + 1:
         warnings = (f"saturates: |x| up to {max_abs:.6g} exceeds {out_bits} bits even after the "
                     f"largest truncation {t}",)
     return Setting(name, {"TRUNCATE": t}, 2.0 ** -t, 2.0 ** -t, 0, 1, t, out_bits,
@@ -150,13 +151,13 @@ def shifted_operand(values, operand_bits: int = 16, shift_bits: int = 6,
     limit = _signed_max(operand_bits)
     top = float(np.max(np.abs(v))) if v.size else 0.0
     a = 0
-    while top / 2.0 ** a > limit + 0.5 and a < (1 << shift_bits) - 1:
+    while top / 2.0 ** a > limit and a < (1 << shift_bits) - 1:
         a += 1
     q = v / 2.0 ** a
     ops = np.clip(np.trunc(q + np.copysign(0.5, q)), -limit - 1, limit).astype(np.int64)
     err = float(np.max(np.abs(ops * 2.0 ** a - v))) if v.size else 0.0
     warnings = ()
-    if top / 2.0 ** a > limit + 0.5:
+    if top / 2.0 ** a > limit:
         warnings = (f"saturates: operand {top:.6g} does not fit {operand_bits} bits << {a}",)
     s = Setting(name, {"SHIFT": a}, 1.0, 1.0, 0, 1, a, operand_bits, top / 2.0 ** a, warnings)
     return ops, s

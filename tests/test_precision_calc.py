@@ -141,3 +141,28 @@ def test_bad_scales_are_one_line_errors():
         precision.conv_layer(1.0, [1.0, -1.0], 1.0, 10)
     with pytest.raises(NvdlaSimError, match="offset"):
         precision.converter(1.0, offset=1 << 20, offset_bits=16)
+
+
+def test_same_integers_as_the_quantiser_helpers():
+    """The switch-over of scenario/quantize.py to this module must leave INT8 bits unchanged."""
+    from nvdla_sim.scenario.quantize import _converter, _shared_shift, int16_with_left_shift
+    rng = np.random.default_rng(5)
+    for _ in range(200):
+        v = rng.normal(size=8) * 10.0 ** rng.uniform(-3, 7)
+        ops, s = precision.shifted_operand(v)
+        ref_ops, ref_a = int16_with_left_shift(v)
+        assert ops.tolist() == ref_ops.tolist() and s.shift == ref_a
+        r = np.abs(rng.normal(size=8)) * 10.0 ** rng.uniform(-6, 3)
+        m, s = precision.shared_multiplier(r)
+        ref_m, ref_n = _shared_shift(r)
+        assert m.tolist() == ref_m.tolist() and s.shift == ref_n
+        ratio = float(10.0 ** rng.uniform(-6, 3))
+        c = precision.converter(ratio)
+        ref = _converter(ratio)
+        assert (c.offset, c.scale, c.shift) == (ref.offset, ref.scale, ref.shift)
+    assert precision.converter(1.0).registers["SCALE"] == _converter(1.0).scale == 1
+    # CACC: the smallest t with Q * sum|q_w| >> t below 2^31 (quantize.py: bit_length - 31)
+    for bound_sum in (1000, 16_909_320, 16_909_321, 2 ** 31 // 127 + 1, 3 * 10 ** 7, 10 ** 9,
+                      (2 ** 32 - 1) // 127 + 1):
+        t = precision.cacc_truncate(bound_sum, INT8).shift
+        assert t == max(0, (127 * bound_sum).bit_length() - 31)
