@@ -213,18 +213,17 @@ def test_fp16_average_pooling_registers():
     assert list(brdma.values()).count(1) >= 2
 
 
-def test_int16_and_fp16_unmodelled_layers_say_why():
+def test_fp16_lrn_says_why():
     lrn = {"input": [8, 4, 4], "layers": [{"name": "n", "type": "lrn"}]}
-    for precision in ("int16", "fp16"):
-        with pytest.raises(UnsupportedError, match=f"'n': LRN in {precision.upper()} is not modelled"):
-            with contextlib.redirect_stdout(io.StringIO()):
-                prepare(scenario(precision=precision, network=lrn))
+    with pytest.raises(UnsupportedError, match="'n': LRN in FP16 is not modelled"):
+        with contextlib.redirect_stdout(io.StringIO()):
+            prepare(scenario(precision="fp16", network=lrn))
 
 
 # --------------------------------------------------------------------------------------------------
 # INT8 unchanged: the compiler still writes the committed v2 traces byte for byte
 
-@pytest.mark.parametrize("name", ["lenet5_nv_small"])
+@pytest.mark.parametrize("name", ["lenet5_nv_small", "tinymix_nv_large"])
 def test_int8_programs_are_unchanged(tmp_path, name):
     scn = load_scenario(SCENARIOS / f"{name}.yaml")
     with contextlib.redirect_stdout(io.StringIO()):
@@ -329,3 +328,18 @@ def test_lut_activations_elementwise_and_average_pooling(tmp_path, precision):
     assert all(r.sqnr_db >= 55.0 for r in report.rows), [(r.layer, r.sqnr_db) for r in report.rows]
     luts = [layer.quant.sdp.y for layer in prep.plan.layers if layer.kind == "conv"]
     assert luts[0] is not None and luts[1] is not None and luts[2] is None
+
+
+def test_int16_lrn(tmp_path):
+    """LRN in INT16: the CDP table covers every square sum of INT16 inputs."""
+    net = {"input": [8, 12, 12], "layers": [
+        {"name": "c1", "type": "conv", "out_channels": 40, "kernel": 3, "pad": 1, "relu": True},
+        {"name": "n1", "type": "lrn", "size": 5, "alpha": 1e-4, "beta": 0.75, "k": 1},
+        {"name": "c2", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1},
+        {"name": "n2", "type": "lrn", "size": 3, "alpha": 0.01, "beta": 0.75, "k": 2}]}
+    scn = scenario(precision="int16", network=net, input={"seed": 2}, weights={"seed": 2})
+    scn.outputs.formats, scn.outputs.plots = (), False
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = execute(prepare(scn), tmp_path)
+    assert [r.kinds for r in report.rows] == ["conv", "cdp", "conv", "cdp"]
+    assert all(r.sqnr_db >= 60.0 for r in report.rows), [(r.layer, r.sqnr_db) for r in report.rows]

@@ -34,11 +34,16 @@ class CdpLayer:
 
 
 def lrn_layer(local_size: int, alpha: float, beta: float, k: float, in_scale: float,
-              out_scale: float, name: str = "lrn") -> CdpLayer:
-    """y = x / (k + alpha/n * sum x^2)^beta on INT8 tensors with per-tensor scales."""
-    design = lrn_lut(local_size, alpha, beta, k, in_scale)
+              out_scale: float, name: str = "lrn", dtype: DataType = INT8) -> CdpLayer:
+    """y = x / (k + alpha/n * sum x^2)^beta on INT8 or INT16 tensors with per-tensor scales (the
+    table covers every square sum of the type's values)."""
+    if dtype.is_float:
+        raise NvdlaSimError(f"{name}: lrn_layer designs integer LRN tables, not {dtype}")
+    max_input = -dtype.integer_range()[0]
+    design = lrn_lut(local_size, alpha, beta, k, in_scale, max_input)
     scale, shift = fixed_multiplier(in_scale * design.entry_lsb / out_scale)
-    return CdpLayer(local_size, design.lut, IDENTITY, Converter(0, scale, shift), name=name)
+    return CdpLayer(local_size, design.lut, IDENTITY, Converter(0, scale, shift), name=name,
+                    dtype=dtype)
 
 
 def _check(layer: CdpLayer) -> None:

@@ -125,7 +125,8 @@ class LrnLutDesign:
 def lrn_lut(local_size: int, alpha: float, beta: float, k: float, in_scale: float,
             max_input: int = 128) -> LrnLutDesign:
     """f(ss) = (k + alpha/n * ss * in_scale^2)^-beta over the integer square sums ss of an INT8
-    input (|x| <= max_input) -- the factor LRN multiplies each input by."""
+    (or, with max_input 32768, INT16) input (|x| <= max_input) -- the factor LRN multiplies each
+    input by."""
     if k <= 0 and beta > 0:
         raise NvdlaSimError(f"LRN k={k} must be > 0")
     coeff = alpha / local_size * in_scale * in_scale

@@ -358,11 +358,9 @@ class _LayerQuantizer:
 
     def cdp(self, layer: HwLayer) -> CdpLayer:
         c = layer.cdp
-        if self.dtype != INT8:
-            raise UnsupportedError(f"'{layer.name}': LRN in {self.dtype} is not modelled by the "
-                                   "compiler (its CDP lookup table is designed for INT8 only)")
         s_x = self.scale(self.plan.network.op(layer.ops[0]).inputs[0])
-        return lrn_layer(c.size, c.alpha, c.beta, c.k, s_x, self.scale(layer.ops[-1]), layer.name)
+        return lrn_layer(c.size, c.alpha, c.beta, c.k, s_x, self.scale(layer.ops[-1]), layer.name,
+                         self.dtype)
 
     def sdp_layer(self, layer: HwLayer) -> SdpLayer:
         src = self._input_tensor(layer)
