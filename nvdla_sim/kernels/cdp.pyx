@@ -225,8 +225,8 @@ def lrn_int(const int_element[:, :, ::1] cube, int channels, dict cfg,
       (1 = LO), datout_offset (25 or 32 bits), datout_scale, datout_shift,
       le_/lo_ start, end (38-bit), index_select, uflow_scale, oflow_scale, uflow_shift,
       oflow_shift, and le_index_offset.
-    Returns (out of the cube's type (surfaces*atom, H, W), counters dict: lut_uflow, lut_oflow, lut_hybrid,
-    lut_le_hit, lut_lo_hit, out_saturation), counting every lane of every pixel.
+    Returns (out of the cube's type (surfaces*atom, H, W), counters dict: lut_uflow, lut_oflow,
+    lut_hybrid, lut_le_hit, lut_lo_hit, out_saturation), counting every lane of every pixel.
     """
     cdef Py_ssize_t lanes = cube.shape[0], height = cube.shape[1], width = cube.shape[2]
     cdef Py_ssize_t c, y, x, j, j_lo, j_hi

@@ -8,9 +8,8 @@ works on what CDP_RDMA's registers describe.  CDP normalises across channels wit
 The element type (INT8, INT16, FP16) comes from D_DATA_FORMAT of each unit; a 32-byte atom holds
 32 INT8 or 16 INT16/FP16 channels.  FP16 runs in the C model's float formats (`lrn_fp16`): its
 LUT START/END registers are FP32 patterns (LOW words), entries and slope scales FP16 patterns, and
-the input/output converters are not used.  The two LUTs (LE 65 entries, LO 257 entries, 16 bits: int16,
-or FP16 bit patterns in FP16) are single, shared by both register groups,
-and loaded through S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA: every DATA write in write mode stores
+the input/output converters are not used.  The two LUTs (LE 65 entries, LO 257 entries, 16 bits:
+int16, or FP16 bit patterns in FP16) are single, shared by both register groups, and loaded through S_LUT_ACCESS_CFG / S_LUT_ACCESS_DATA: every DATA write in write mode stores
 one entry and advances the address, which stops at the table's last entry.
 """
 from __future__ import annotations
