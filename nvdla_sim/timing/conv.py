@@ -48,6 +48,7 @@ class CdmaGeometry:
     weight_ram_type: int
     keep_data: bool = False          # SKIP_DATA_RLS: CSC does not free the input
     keep_weights: bool = False       # SKIP_WEIGHT_RLS: CSC frees no weights
+    mask_atoms: int = 0              # compressed weights: WGS + WMB atoms, read before them
 
     @property
     def weight_atoms(self) -> int:
@@ -57,20 +58,29 @@ class CdmaGeometry:
 def cdma_geometry(hw: "HardwareConfig", data_bytes: int, data_entries: int, weight_bytes: int,
                   byte_per_kernel: int, kernels: int, data_banks: int, weight_banks: int,
                   data_ram_type: int = 1, weight_ram_type: int = 1, keep_data: bool = False,
-                  keep_weights: bool = False, kernel_group: int = 0) -> CdmaGeometry:
+                  keep_weights: bool = False, kernel_group: int = 0, compressed: bool = False,
+                  mask_bytes: int = 0) -> CdmaGeometry:
     """Kernel groups are BYTE_PER_KERNEL x `kernel_group` bytes (ATOMIC_K kernels in INT8, half
     that in INT16/FP16), the last one the remainder (the CDMA reports weights to CSC a group at a
-    time).  16-bit layers move twice the bytes: BYTE_PER_KERNEL and the input size say so."""
+    time).  16-bit layers move twice the bytes: BYTE_PER_KERNEL and the input size say so.
+    Compressed weights: WEIGHT_BYTES (the non-zero elements) shared among the groups in
+    proportion to their kernels (the same in timing-only runs, which do not read the WGS), after
+    `mask_bytes` of WGS and WMB on the same port."""
     atom = hw.memory_atomic_bytes
     group = kernel_group or hw.atomic_k
     n_groups = -(-kernels // group)
     groups, left = [], weight_bytes
-    for g in range(n_groups):
+    if compressed:                         # one stream: group ends in proportion, whole atoms
+        ends = [-(-min(weight_bytes, -(-weight_bytes * min(kernels, (g + 1) * group) // kernels))
+                  // atom) for g in range(n_groups)]
+        groups = [e - b for b, e in zip([0] + ends[:-1], ends)]
+    for g in range(0 if compressed else n_groups):
         b = left if g == n_groups - 1 else min(left, byte_per_kernel * group)
         groups.append(-(-b // atom))
         left -= b
     return CdmaGeometry(-(-data_bytes // atom), data_entries, tuple(groups), data_banks,
-                        weight_banks, data_ram_type, weight_ram_type, keep_data, keep_weights)
+                        weight_banks, data_ram_type, weight_ram_type, keep_data, keep_weights,
+                        -(-mask_bytes // atom))
 
 
 def stripes(total: int, full: int, half: int) -> list[int]:
@@ -228,6 +238,13 @@ def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
     issued, group = 0, 0
     total = geom.weight_atoms
     ready = env.now
+    masks = geom.mask_atoms               # WGS and WMB: their own CBUF space, no ring entries
+    while masks > 0:
+        n = min(p.conv.cdma_request_atoms, masks)
+        tr = memif.reserve("CDMA_WT", "read", n * atom)
+        tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "read masks")
+        masks -= n
+        yield from wait_until(env, tr.port_free)
     while issued < total:
         n = min(p.conv.cdma_request_atoms, total - issued)
         yield from waited(env, pool.acquire(n * entries_per_atom), tracker, "weight ring full")

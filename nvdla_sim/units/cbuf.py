@@ -70,10 +70,19 @@ class Cbuf:
                 f"hold {capacity} (entries of {self.entry_bytes} bytes)")
 
     def check_weights_fit(self, total_bytes: int, largest_group_bytes: int,
-                          keep_all: bool) -> None:
+                          keep_all: bool, compressed: bool = False) -> None:
         """With SKIP_WEIGHT_RLS every weight stays resident; otherwise the CDMA streams kernel
-        groups through the weight banks, so the largest group must fit."""
+        groups through the weight banks, so the largest group must fit (compressed: at most its
+        uncompressed size, at most all the compressed bytes).  Compressed weights keep their
+        WMB in the last bank, which data and weights must leave free."""
         capacity = self.split.weight_banks * self.bank_depth * self.entry_bytes
+        if compressed:
+            largest_group_bytes = min(largest_group_bytes, total_bytes)
+            if self.split.data_banks + self.split.weight_banks >= self.banks:
+                raise NvdlaSimError(
+                    f"CBUF: D_BANK gives {self.split.data_banks} data + "
+                    f"{self.split.weight_banks} weight banks, but compressed weights keep their "
+                    f"WMB in bank {self.banks - 1}, which must stay free")
         need, what = (total_bytes, "all weights (SKIP_WEIGHT_RLS)") if keep_all else \
             (largest_group_bytes, "one kernel group of weights")
         if need > capacity:

@@ -15,7 +15,9 @@ CVT_EN a pixel byte enters a 16-bit lane sign-extended), and padded left and rig
 ZERO_PADDING_VALUE (INT8: its low byte; padding is never converted).  Only 8-bit pixel formats are
 modelled (16-bit and float pixel formats are unsupported).  Winograd input (CONV_MODE=WINOGRAD)
 is padded and channel-extended by the stride as CBUF holds it (load_winograd).  Weights are copied
-verbatim.  When data and weights are in CBUF the CDMA raises
+verbatim; compressed weights (WEIGHT_FORMAT=COMPRESSED) are expanded from the WMB bit masks, WGS
+group sizes and the non-zero elements (decompress_weights) -- the timing fetches the compressed
+bytes plus WMB and WGS.  When data and weights are in CBUF the CDMA raises
 CDMA_DAT and CDMA_WT and hands the CSC a reference to what it loaded on "cdma->csc".
 
 DATA_REUSE / WEIGHT_REUSE keep what the previous layer left in CBUF (it must have set
@@ -107,6 +109,22 @@ def conv_precision(unit: Unit, view: GroupView) -> DataType:
     return proc
 
 
+def weight_compressed(unit: Unit, view: GroupView) -> bool:
+    """D_WEIGHT_FORMAT: uncompressed (False) or sparse-compressed (True, where the configuration
+    has weight compression)."""
+    if view.field("D_WEIGHT_FORMAT", "WEIGHT_FORMAT") == WEIGHT_UNCOMPRESSED:
+        return False
+    if not unit.hw.features.weight_compression:
+        raise unit.unsupported(f"WEIGHT_FORMAT=COMPRESSED: {unit.hw.name} has no weight "
+                               "compression")
+    return True
+
+
+def wgs_bytes(kernels: int, group: int, atom_bytes: int) -> int:
+    """Bytes the CDMA reads for the WGS: one 32-bit size per kernel group, whole atoms."""
+    return -(-(-(-kernels // group) * 4) // atom_bytes) * atom_bytes
+
+
 def kernels_per_group(hw, dtype: DataType) -> int:
     """Kernels of one atomic operation: a MAC cell computes two INT8 kernels or one 16-bit one,
     so INT16/FP16 kernel groups hold ATOMIC_K / 2 kernels (weight layout groups alike)."""
@@ -152,8 +170,7 @@ class Cdma(Unit):
 
     def execute(self, view: GroupView) -> Generator:
         dtype = conv_precision(self, view)
-        if view.field("D_WEIGHT_FORMAT", "WEIGHT_FORMAT") != WEIGHT_UNCOMPRESSED:
-            raise self.unsupported("WEIGHT_FORMAT=COMPRESSED (weight compression is not modelled)")
+        compressed = weight_compressed(self, view)
         require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
         self.cbuf.allocate(view.field("D_BANK", "DATA_BANK") + 1,
                            view.field("D_BANK", "WEIGHT_BANK") + 1)
@@ -181,7 +198,8 @@ class Cdma(Unit):
         weight_bytes = view.word("D_WEIGHT_BYTES")
         keep_all = bool(view.field("D_MISC_CFG", "SKIP_WEIGHT_RLS"))
         group = kernels_per_group(self.hw, dtype)
-        self.cbuf.check_weights_fit(weight_bytes, min(kernels, group) * byte_per_kernel, keep_all)
+        self.cbuf.check_weights_fit(weight_bytes, min(kernels, group) * byte_per_kernel, keep_all,
+                                    compressed)
         reuse_weights = view.field("D_MISC_CFG", "WEIGHT_REUSE") and self.cbuf.weights is not None \
             and self.cbuf.retained_weight_key == key
         if not reuse_weights and not self.engine.compute_values:
@@ -190,7 +208,10 @@ class Cdma(Unit):
             ram_type = view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE")
             raw = self.engine.memory.space(ram_type).read(
                 view.addr("D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH"), weight_bytes)
-            self.cbuf.store_weights(np.array(raw, dtype=np.uint8))
+            raw = np.array(raw, dtype=np.uint8)
+            if compressed:
+                raw = self.decompress_weights(view, raw, kernels, byte_per_kernel, group, dtype)
+            self.cbuf.store_weights(raw)
             if dtype.is_float:
                 self.count_weight_specials(view, self.cbuf.weights)
         self.cbuf.retained_weight_key = key if keep_all else None
@@ -199,7 +220,9 @@ class Cdma(Unit):
         geom = conv_timing.cdma_geometry(
             self.hw, data_bytes=read_bytes, data_entries=self.cbuf.data.entries,
             weight_bytes=0 if reuse_weights else weight_bytes, byte_per_kernel=byte_per_kernel,
-            kernels=kernels, kernel_group=group, data_banks=self.cbuf.split.data_banks,
+            kernels=kernels, kernel_group=group, compressed=compressed,
+            mask_bytes=0 if reuse_weights or not compressed else
+            view.word("D_WMB_BYTES") + wgs_bytes(kernels, group, self.hw.memory_atomic_bytes), data_banks=self.cbuf.split.data_banks,
             weight_banks=self.cbuf.split.weight_banks,
             data_ram_type=view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE"),
             weight_ram_type=view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE"),
@@ -208,6 +231,40 @@ class Cdma(Unit):
         yield from conv_timing.cdma(
             self, geom, on_data_done=lambda: glb.raise_interrupt("CDMA_DAT", view.group),
             on_weight_done=lambda: glb.raise_interrupt("CDMA_WT", view.group))
+
+    def decompress_weights(self, view: GroupView, raw: np.ndarray, kernels: int,
+                           byte_per_kernel: int, group: int, dtype: DataType) -> np.ndarray:
+        """The uncompressed weight stream (kernels x BYTE_PER_KERNEL bytes, the layout of the
+        layer's weight format) from the compressed one: WMB holds one bit per element, least
+        significant bit first, 1 for a non-zero element; the compressed surface holds the
+        non-zero elements in order, one stream over all kernel groups.  WGS holds each group's
+        compressed bytes (32 bits, little-endian), checked against the WMB."""
+        elements = kernels * byte_per_kernel // dtype.bytes
+        space = self.engine.memory.space(view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE"))
+        wmb_bytes = view.word("D_WMB_BYTES")
+        if wmb_bytes * 8 < elements:
+            raise NvdlaSimError(f"CDMA.D_WMB_BYTES: {wmb_bytes} bytes of mask bits cannot tag "
+                                f"the layer's {elements} weight elements")
+        wmb = np.array(space.read(view.addr("D_WMB_ADDR_LOW", "D_WMB_ADDR_HIGH"), wmb_bytes),
+                       dtype=np.uint8)
+        present = np.unpackbits(wmb, bitorder="little")[:elements].astype(bool)
+        values = raw[:raw.size - raw.size % dtype.bytes].view(np.dtype(f"<u{dtype.bytes}"))
+        count = int(present.sum())
+        if count > values.size:
+            raise NvdlaSimError(f"CDMA.D_WEIGHT_BYTES: the WMB tags {count} non-zero weights "
+                                f"({count * dtype.bytes} bytes) but WEIGHT_BYTES is {raw.size}")
+        n_groups = -(-kernels // group)
+        wgs = np.array(space.read(view.addr("D_WGS_ADDR_LOW", "D_WGS_ADDR_HIGH"), 4 * n_groups),
+                       dtype=np.uint8).view("<u4")
+        per_group = group * byte_per_kernel // dtype.bytes
+        for g in range(n_groups):
+            expected = int(present[g * per_group:(g + 1) * per_group].sum()) * dtype.bytes
+            if int(wgs[g]) != expected:
+                raise NvdlaSimError(f"CDMA.D_WGS_ADDR: kernel group {g} has {expected} bytes of "
+                                    f"non-zero weights (WMB) but its WGS says {int(wgs[g])}")
+        out = np.zeros(elements, values.dtype)
+        out[present] = values[:count]
+        return out.view(np.uint8)
 
     def load_input(self, view: GroupView, fmt: int, dtype: DataType) -> tuple[CbufData, int]:
         """The input as CBUF holds it (entries; in values mode also its bytes, converted) and the

@@ -31,8 +31,9 @@ from .base import Unit
 from ..kernels.conv import winograd_pra
 from .cbuf import FEATURE, PIXEL, WINOGRAD
 from ..datatype import INT8, DataType
-from .cdma import (CHANNEL_CSC, DATAIN_FEATURE, WEIGHT_UNCOMPRESSED, WINOGRAD_TILE, CbufLoad,
-                   conv_precision, is_winograd, kernels_per_group, pad_element, require_no_batch)
+from .cdma import (CHANNEL_CSC, DATAIN_FEATURE, WINOGRAD_TILE, CbufLoad, conv_precision,
+                   is_winograd, kernels_per_group, pad_element, require_no_batch,
+                   weight_compressed)
 
 CHANNEL_CMAC_A = "csc->cmac_a"
 CHANNEL_CMAC_B = "csc->cmac_b"
@@ -227,8 +228,7 @@ class Csc(Unit):
 
     def execute(self, view: GroupView) -> Generator:
         dtype = conv_precision(self, view)
-        if view.field("D_WEIGHT_FORMAT", "WEIGHT_FORMAT") != WEIGHT_UNCOMPRESSED:
-            raise self.unsupported("WEIGHT_FORMAT=COMPRESSED (weight compression is not modelled)")
+        weight_compressed(self, view)          # the CDMA expands compressed weights in CBUF
         require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
         if view.field("D_POST_Y_EXTENSION", "Y_EXTENSION"):
             raise self.unsupported("POST_Y_EXTENSION (kernel rows packed into one atom) is not "
