@@ -95,11 +95,15 @@ def stripes(total: int, full: int, half: int) -> list[int]:
     return out
 
 
+# Output atoms per image in a batched stripe, by batch count (C model csc).
+BATCH_STRIPE_ATOMS = (0, 16, 8, 8, 4, 4, 4, 4) + (2,) * 8 + (1,) * 17
+
+
 def winograd_stripes(tiles: int, full: int) -> list[int]:
-    """Winograd stripes of 2x2 output tiles: `full` tiles while at least 2*full remain, then
-    the rest as one stripe (C model csc)."""
+    """Stripes of `tiles` slots (Winograd 2x2 output tiles, batched output atoms): `full` while
+    more than 2*full remain, then the rest (at most 2*full) as one stripe (C model csc)."""
     out, left = [], tiles
-    while left >= 2 * full:
+    while left > 2 * full:
         out.append(full)
         left -= full
     if left:
@@ -124,7 +128,7 @@ class CscGeometry:
 
 def csc_geometry(hw: "HardwareConfig", image: bool, out_w: int, out_h: int, kernel_h: int,
                  kernel_w: int, kernel_c: int, kernels: int, kernel_group: int = 0,
-                 winograd: bool = False, elem_bytes: int = 1) -> CscGeometry:
+                 winograd: bool = False, elem_bytes: int = 1, batches: int = 1) -> CscGeometry:
     """Stripes of 2*ATOMIC_K output atoms (image input: per output row); a package is one kernel
     position and one block of ATOMIC_C channels (image input folds the kernel width into the
     channels, so only kernel rows count as positions).  Kernel groups hold `kernel_group` kernels
@@ -133,7 +137,9 @@ def csc_geometry(hw: "HardwareConfig", image: bool, out_w: int, out_h: int, kern
     tiles, a package one super channel of 4 (extended) channels: each cycle computes 4 outputs
     of 4 channels x 9 taps, 2.25x the direct convolution's 64 channels of one tap; a package
     loads each kernel's 4x4x4 weights (64 elements), two INT8 kernels per 128-byte cell payload
-    (`elem_bytes` / 2 of a direct kernel's load cycle)."""
+    (`elem_bytes` / 2 of a direct kernel's load cycle).  Batches: a stripe holds the same
+    output atoms of every image (BATCH_STRIPE_ATOMS[N] per image), so each weight load serves N
+    images."""
     full, half = 2 * hw.atomic_k, hw.atomic_k
     group = kernel_group or hw.atomic_k
     blocks = -(-kernel_c // hw.atomic_c)
@@ -142,6 +148,10 @@ def csc_geometry(hw: "HardwareConfig", image: bool, out_w: int, out_h: int, kern
         tiles = (out_w // 2) * (out_h // 2)
         return CscGeometry(tuple(winograd_stripes(tiles, hw.atomic_c // 4)), kernel_c // 4,
                            groups, atoms_per_slot=4, load_cycles_per_kernel=elem_bytes / 2)
+    if batches > 1:
+        per_image = winograd_stripes(out_w * out_h, BATCH_STRIPE_ATOMS[min(batches, 32)])
+        return CscGeometry(tuple(s * batches for s in per_image),
+                           kernel_h * kernel_w * blocks, groups)
     if image:
         row = [min(full, out_w - x) for x in range(0, out_w, full)]
         st, packages = row * out_h, kernel_h * blocks

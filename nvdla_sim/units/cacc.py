@@ -12,10 +12,12 @@ Contract with SDP ("cacc->sdp", flying mode): one numpy cube per layer, shape
 (surfaces * atom, OUT_H, OUT_W) with atom = memory_atomic_bytes / element bytes of PROC_PRECISION
 (32 lanes INT8, 16 INT16/FP16 on nv_full) -- all lanes of every surface; lanes of kernels >= K are
 0, as the hardware feeds them.  INT8 and INT16 layers deliver int32 values; FP16 layers deliver
-FP32 bit patterns as uint32.  Timing-only runs deliver None.
+FP32 bit patterns as uint32.  A batched layer (BATCHES > 0) delivers (N, lanes, OUT_H, OUT_W).
+Timing-only runs deliver None.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Generator
 
 import numpy as np
@@ -26,7 +28,7 @@ from ..layout import surfaces
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
-from .cdma import atom_elements, conv_precision, kernels_per_group, require_no_batch
+from .cdma import atom_elements, batch_count, conv_precision, kernels_per_group
 from .cmac import CHANNEL_CACC_A, CHANNEL_CACC_B, MacPartial
 
 CHANNEL_SDP = "cacc->sdp"
@@ -69,7 +71,7 @@ class Cacc(Unit):
 
     def execute(self, view: GroupView) -> Generator:
         dtype = conv_precision(self, view)
-        require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
+        batches = batch_count(self, view)
         out_w = view.field("D_DATAOUT_SIZE_0", "DATAOUT_WIDTH") + 1
         out_h = view.field("D_DATAOUT_SIZE_0", "DATAOUT_HEIGHT") + 1
         kernels = view.field("D_DATAOUT_SIZE_1", "DATAOUT_CHANNEL") + 1
@@ -77,9 +79,20 @@ class Cacc(Unit):
         part_b = yield from self.receive(CHANNEL_CACC_B)
         out = None                            # timing only: nothing to deliver but tokens
         if part_a is not None and part_b is not None:
-            acc = assemble([part_a, part_b], kernels, out_h, out_w)
-            out, saturated = deliver(acc, atom_elements(self.hw, dtype),
-                                     view.field("D_CLIP_CFG", "CLIP_TRUNCATE"), dtype.is_float)
+            per_batch = [(part_a, part_b)] if batches == 1 else [
+                (replace(part_a, sums=part_a.sums[b]), replace(part_b, sums=part_b.sums[b]))
+                for b in range(batches)]
+            if batches > 1 and part_a.sums.shape[0] != batches:
+                raise NvdlaSimError(f"CACC: D_BATCH_NUMBER says {batches} batches but the CSC "
+                                    f"ran {part_a.sums.shape[0]}")
+            cubes, saturated = [], 0
+            for parts in per_batch:
+                acc = assemble(list(parts), kernels, out_h, out_w)
+                cube, n = deliver(acc, atom_elements(self.hw, dtype),
+                                  view.field("D_CLIP_CFG", "CLIP_TRUNCATE"), dtype.is_float)
+                cubes.append(cube)
+                saturated += n
+            out = cubes[0] if batches == 1 else np.stack(cubes)
             self.regs.set_word("D_OUT_SATURATION", saturated, view.group)
         self.engine.timing.announce(conv_timing.CH_SDP)
         yield from self.send(CHANNEL_SDP, out)

@@ -36,6 +36,7 @@ class CbufData:
     entries: int                 # CBUF entries the data occupies
     pixel_channels: int = 0      # elements per pixel (PIXEL only)
     dtype: DataType = INT8       # element type in CBUF (PROC_PRECISION)
+    batches: int = 1             # feature input of several images: array is (N, lanes, H, W)
 
 
 class Cbuf:

@@ -136,11 +136,22 @@ def atom_elements(hw, dtype: DataType) -> int:
     return dtype.elements_per_atom(hw.memory_atomic_bytes)
 
 
-def require_no_batch(unit: Unit, batches: int) -> None:
-    if batches:
-        why = "this configuration has no batch feature" if not unit.hw.features.batch \
-            else "batched convolution is not modelled"
-        raise unit.unsupported(f"BATCHES={batches + 1}: {why}")
+def batch_count(unit: Unit, view: GroupView) -> int:
+    """D_BATCH_NUMBER.BATCHES + 1: images the layer runs through the same weights (direct
+    convolution of feature input only, where the configuration has the batch feature)."""
+    batches = view.field("D_BATCH_NUMBER", "BATCHES") + 1
+    if batches == 1:
+        return 1
+    if not unit.hw.features.batch:
+        raise unit.unsupported(f"BATCHES={batches}: this configuration has no batch feature")
+    if view.field("D_MISC_CFG", "CONV_MODE") != CONV_MODE_DIRECT:
+        raise unit.unsupported(f"BATCHES={batches} with Winograd convolution (batches are for "
+                               "direct convolution)")
+    if unit.block in ("CDMA", "CSC") and \
+            view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT") != DATAIN_FEATURE:
+        raise unit.unsupported(f"BATCHES={batches} with image input (batches are for feature "
+                               "input)")
+    return batches
 
 
 def int8_low_byte(value: int) -> int:
@@ -171,7 +182,7 @@ class Cdma(Unit):
     def execute(self, view: GroupView) -> Generator:
         dtype = conv_precision(self, view)
         compressed = weight_compressed(self, view)
-        require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
+        batches = batch_count(self, view)
         self.cbuf.allocate(view.field("D_BANK", "DATA_BANK") + 1,
                            view.field("D_BANK", "WEIGHT_BANK") + 1)
         fmt = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT")
@@ -181,14 +192,14 @@ class Cdma(Unit):
         if winograd and fmt != DATAIN_FEATURE:
             raise NvdlaSimError("CDMA.D_DATAIN_FORMAT.DATAIN_FORMAT: Winograd convolution takes "
                                 "feature input, not pixels")
-        key = (fmt, self.cbuf.split, dtype, winograd)
+        key = (fmt, self.cbuf.split, dtype, winograd, batches)
         # -- data ------------------------------------------------------------------------------
         reuse = view.field("D_MISC_CFG", "DATA_REUSE") and self.cbuf.retained_key == key \
             and self.cbuf.data is not None
         read_bytes = 0
         if not reuse:
             data, read_bytes = self.load_winograd(view, dtype) if winograd else \
-                self.load_input(view, fmt, dtype)
+                self.load_input(view, fmt, dtype, batches)
             self.cbuf.check_data_fits(data.entries, f"{data.kind} input")
             self.cbuf.store_data(data)
         self.cbuf.retained_key = key if view.field("D_MISC_CFG", "SKIP_DATA_RLS") else None
@@ -266,9 +277,11 @@ class Cdma(Unit):
         out[present] = values[:count]
         return out.view(np.uint8)
 
-    def load_input(self, view: GroupView, fmt: int, dtype: DataType) -> tuple[CbufData, int]:
+    def load_input(self, view: GroupView, fmt: int, dtype: DataType,
+                   batches: int = 1) -> tuple[CbufData, int]:
         """The input as CBUF holds it (entries; in values mode also its bytes, converted) and the
-        bytes CDMA_DAT reads for it.  Timing-only runs get the same sizes and checks, no array."""
+        bytes CDMA_DAT reads for it.  Timing-only runs get the same sizes and checks, no array.
+        With batches, feature cubes BATCH_STRIDE apart: the array gets a leading batch axis."""
         width = view.field("D_DATAIN_SIZE_0", "DATAIN_WIDTH") + 1
         height = view.field("D_DATAIN_SIZE_0", "DATAIN_HEIGHT") + 1
         channels = view.field("D_DATAIN_SIZE_1", "DATAIN_CHANNEL") + 1
@@ -276,9 +289,21 @@ class Cdma(Unit):
         atom = self.hw.memory_atomic_bytes
         values = self.engine.compute_values
         if fmt == DATAIN_FEATURE:
-            read_bytes = surfaces(channels, atom_elements(self.hw, dtype)) * atom * height * width
-            cube = self.read_feature(view, width, height, channels, dtype) if values else None
-            return CbufData(FEATURE, cube, entries, dtype=dtype), read_bytes
+            n_surf = surfaces(channels, atom_elements(self.hw, dtype))
+            read_bytes = n_surf * atom * height * width * batches
+            cube = None
+            if batches > 1:
+                stride = view.word("D_BATCH_STRIDE")
+                if stride < view.word("D_SURF_STRIDE") * n_surf:
+                    raise NvdlaSimError(f"CDMA.D_BATCH_STRIDE: {stride} bytes between batches is "
+                                        f"less than the {n_surf} surfaces of one cube")
+                if values:
+                    cube = np.stack([self.read_feature(view, width, height, channels, dtype,
+                                                       b * stride) for b in range(batches)])
+            elif values:
+                cube = self.read_feature(view, width, height, channels, dtype)
+            return CbufData(FEATURE, cube, entries * batches, dtype=dtype,
+                            batches=batches), read_bytes
         layout = self.pixel_layout(view, channels, dtype)
         x_offset = view.field("D_PIXEL_OFFSET", "PIXEL_X_OFFSET")
         read_bytes = height * -(-((x_offset + width) * layout.bytes_per_pixel) // atom) * atom
@@ -341,9 +366,9 @@ class Cdma(Unit):
 
     # -- feature input -------------------------------------------------------------------------
     def read_feature(self, view: GroupView, width: int, height: int, channels: int,
-                     dtype: DataType) -> np.ndarray:
+                     dtype: DataType, offset: int = 0) -> np.ndarray:
         cube = read_cube(self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")),
-                         view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), width, height,
+                         view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0") + offset, width, height,
                          channels, view.word("D_LINE_STRIDE"), view.word("D_SURF_STRIDE"),
                          atom_elements(self.hw, dtype), dtype.numpy)
         if dtype.is_float:

@@ -21,7 +21,7 @@ from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
 from .cdma import conv_precision
-from .csc import CHANNEL_CMAC_A, CHANNEL_CMAC_B, ConvJob, WinogradJob
+from .csc import CHANNEL_CMAC_A, CHANNEL_CMAC_B, BatchJob, ConvJob, WinogradJob
 
 CHANNEL_CACC_A = "cmac_a->cacc"
 CHANNEL_CACC_B = "cmac_b->cacc"
@@ -29,7 +29,8 @@ CHANNEL_CACC_B = "cmac_b->cacc"
 
 @dataclass(frozen=True)
 class MacPartial:
-    """Sums of the kernels one CMAC computed, shape (len(kernels), OH, OW) int64."""
+    """Sums of the kernels one CMAC computed, shape (len(kernels), OH, OW) int64 (batches:
+    (N, len(kernels), OH, OW))."""
     kernels: np.ndarray           # kernel indices
     sums: np.ndarray
     total_kernels: int
@@ -42,9 +43,11 @@ def cell_kernels(kernels: int, kernel_group: int, half: int) -> np.ndarray:
     return np.flatnonzero(in_b if half else ~in_b)
 
 
-def mac_layer(job: ConvJob | WinogradJob, kernels: np.ndarray) -> np.ndarray:
+def mac_layer(job: ConvJob | WinogradJob | BatchJob, kernels: np.ndarray) -> np.ndarray:
     """Sums of `kernels` of the job's layer: INT8 exact, INT16 as the 48-bit accumulator holds
-    them, FP16 as FP48 accumulator patterns (kernels/conv.pyx)."""
+    them, FP16 as FP48 accumulator patterns (kernels/conv.pyx); a batch: (N, K, OH, OW)."""
+    if isinstance(job, BatchJob):
+        return np.stack([mac_layer(j, kernels) for j in job.jobs])
     if isinstance(job, WinogradJob):
         tiles_h, tiles_w = job.tiles.shape[:2]
         sums = np.empty((len(kernels), 2 * tiles_h, 2 * tiles_w), np.int64)

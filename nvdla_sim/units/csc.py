@@ -32,7 +32,7 @@ from ..kernels.conv import winograd_pra
 from .cbuf import FEATURE, PIXEL, WINOGRAD
 from ..datatype import INT8, DataType
 from .cdma import (CHANNEL_CSC, DATAIN_FEATURE, WINOGRAD_TILE, CbufLoad, conv_precision,
-                   is_winograd, kernels_per_group, pad_element, require_no_batch,
+                   batch_count, is_winograd, kernels_per_group, pad_element,
                    weight_compressed)
 
 CHANNEL_CMAC_A = "csc->cmac_a"
@@ -74,6 +74,20 @@ class WinogradJob:
     @property
     def kernels(self) -> int:
         return self.weights.shape[0]
+
+
+@dataclass(frozen=True)
+class BatchJob:
+    """A batched layer: one job per image, all with the same weights."""
+    jobs: tuple
+
+    @property
+    def kernels(self) -> int:
+        return self.jobs[0].kernels
+
+    @property
+    def kernel_group(self) -> int:
+        return self.jobs[0].kernel_group
 
 
 @dataclass(frozen=True)
@@ -229,7 +243,7 @@ class Csc(Unit):
     def execute(self, view: GroupView) -> Generator:
         dtype = conv_precision(self, view)
         weight_compressed(self, view)          # the CDMA expands compressed weights in CBUF
-        require_no_batch(self, view.field("D_BATCH_NUMBER", "BATCHES"))
+        batches = batch_count(self, view)
         if view.field("D_POST_Y_EXTENSION", "Y_EXTENSION"):
             raise self.unsupported("POST_Y_EXTENSION (kernel rows packed into one atom) is not "
                                    "modelled")
@@ -251,18 +265,25 @@ class Csc(Unit):
         if load.data.dtype != dtype:
             raise NvdlaSimError(f"CSC: D_MISC_CFG.PROC_PRECISION is {dtype} but the CDMA loaded "
                                 f"{load.data.dtype} data")
+        if load.data.batches != batches:
+            raise NvdlaSimError(f"CSC: D_BATCH_NUMBER says {batches} batches but the CDMA "
+                                f"loaded {load.data.batches}")
         group = kernels_per_group(self.hw, dtype)
         if load.data.array is None:           # timing only
             job = None
         elif winograd:
             job = self.winograd_job(view, load, g, dtype)
+        elif batches > 1:                     # the same weights for every image
+            job = BatchJob(tuple(self.feature_job(replace(load, data=replace(
+                load.data, array=cube, batches=1)), g, dtype) for cube in load.data.array))
         else:
             job = self.feature_job(load, g, dtype) if feature else self.pixel_job(load, g, dtype)
         yield from self.send(CHANNEL_CMAC_A, job)
         yield from self.send(CHANNEL_CMAC_B, job)
         geom = conv_timing.csc_geometry(self.hw, not feature, g.out_w, g.out_h, g.kernel_h,
                                         g.kernel_w, g.kernel_c, g.kernels, kernel_group=group,
-                                        winograd=winograd, elem_bytes=dtype.bytes)
+                                        winograd=winograd, elem_bytes=dtype.bytes,
+                                        batches=batches)
         layer = self.engine.timing.layer("conv", self.stats["layers"])
         yield from conv_timing.csc(self, geom, layer)
 

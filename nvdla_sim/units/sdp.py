@@ -254,7 +254,7 @@ def sdp_compute(view: GroupView, x: np.ndarray, operands: dict[str, StageOperand
 def precisions(unit: Unit, view: GroupView, precision_reg: str,
                precision_fields: tuple[str, ...]) -> tuple[DataType, ...]:
     """The element types of the precision fields, refused where the hardware has no such type;
-    single-batch layers only; Winograd output in flying mode."""
+    batches and Winograd output in flying mode only."""
     types = []
     for fld in precision_fields:
         where = f"{unit.block}.{precision_reg}.{fld}"
@@ -271,9 +271,20 @@ def precisions(unit: Unit, view: GroupView, precision_reg: str,
         if width % 4 or height % 4:
             raise NvdlaSimError(f"{unit.block}.D_FEATURE_MODE_CFG.WINOGRAD: the cube "
                                 f"({width}x{height}) must be a multiple of 4 wide and high")
-    if view.field("D_FEATURE_MODE_CFG", "BATCH_NUMBER"):
-        raise unit.unsupported("batch mode is not modelled")
+    batches = view.field("D_FEATURE_MODE_CFG", "BATCH_NUMBER") + 1
+    if batches > 1:
+        if not unit.hw.features.batch:
+            raise unit.unsupported(f"BATCH_NUMBER={batches - 1}: this configuration has no "
+                                   "batch feature")
+        if view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") != FLYING_ON:
+            raise unit.unsupported("BATCH_NUMBER without FLYING_MODE (batches come from the "
+                                   "CACC)")
     return tuple(types)
+
+
+def batch_number(view: GroupView) -> int:
+    """Images of a batched layer (D_FEATURE_MODE_CFG.BATCH_NUMBER + 1)."""
+    return view.field("D_FEATURE_MODE_CFG", "BATCH_NUMBER") + 1
 
 
 def cube_dims(view: GroupView) -> tuple[int, int, int]:
@@ -361,6 +372,9 @@ class SdpRdma(Unit):
         width, height, channels = cube_dims(view)
         lanes = surfaces(channels, per_surface) * per_surface
         per_element = view.field(cfg, f"{dma}_DATA_MODE") == DATA_MODE_PER_ELEMENT
+        if per_element and batch_number(view) > 1:
+            raise self.unsupported(f"{dma}_DATA_MODE=PER_ELEMENT with batches (per-image "
+                                   f"operands {dma}_BATCH_STRIDE apart are not modelled)")
         if not self.engine.compute_values:      # timing only: the size of what would be read
             n = lanes * components * (height * width if per_element else 1)
             return StageOperands(), n * size, ram_type
@@ -406,6 +420,9 @@ class Sdp(Unit):
         shape = (surfaces(channels, lanes) * lanes, height, width)
         flying = view.field("D_FEATURE_MODE_CFG", "FLYING_MODE") == FLYING_ON
         needed = memory_operands(view)
+        batches = batch_number(view)
+        if batches > 1:
+            shape = (batches,) + shape                  # the CACC's cubes, image by image
 
         rdma = RdmaPayload()
         if not flying or needed:
@@ -430,7 +447,13 @@ class Sdp(Unit):
                 x, nan, inf = widen_fp16(x)
                 self.record_input_counters(view, nan, inf)
             try:
-                result = sdp_compute(view, x, rdma.operands, self.lut)
+                if batches == 1:
+                    result = sdp_compute(view, x, rdma.operands, self.lut)
+                else:                                   # the same operands for every image
+                    parts = [sdp_compute(view, cube, rdma.operands, self.lut) for cube in x]
+                    result = SdpResult(np.stack([p.output for p in parts]),
+                                       {key: sum(p.counters[key] for p in parts)
+                                        for key in parts[0].counters})
             except ValueError as exc:
                 raise self.unsupported(str(exc)) from None
             self.record_counters(view, result.counters)
@@ -439,7 +462,8 @@ class Sdp(Unit):
         # The core takes its input in atoms of what SDP_RDMA read (16-bit INT16 values in
         # INT8 processing: twice the INT8 atoms, each at the 16-bit rate).
         timing = sdp_timing.SdpGeometry(
-            atoms=shape[0] * in_bytes // atom * height * width, flying=flying, to_pdp=to_pdp,
+            atoms=shape[-3] * in_bytes // atom * height * width * batches, flying=flying,
+            to_pdp=to_pdp,
             stages=sum(1 for stage in STAGES
                        if not view.field(f"D_DP_{stage}_CFG", f"{stage}_BYPASS")
                        and (stage != "EW" or self.hw.sdp.ew)),     # no EW hardware: skipped
@@ -448,6 +472,8 @@ class Sdp(Unit):
         if is_eql_mode(view):
             yield from sdp_timing.core(self, timing)
             return                                      # EQL mode only compares
+        if to_pdp and batches > 1:
+            raise self.unsupported("OUTPUT_DST=PDP with batches (PDP takes one image)")
         if to_pdp:
             self.engine.timing.announce(sdp_timing.CH_PDP)
             yield from self.send(CHANNEL_PDP, result.output if values else None)
@@ -459,9 +485,12 @@ class Sdp(Unit):
             line_stride = surf_stride = atom            # a 1x1 cube is written as packed surfaces
         if values:
             # An INT8 cube written as INT16 / FP16: each 32-channel surface becomes two of 16.
-            write_cube(self.engine.memory.space(ram_type),
-                       view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH"), result.output,
-                       line_stride, surf_stride, out_type.elements_per_atom(atom))
+            base = view.addr("D_DST_BASE_ADDR_LOW", "D_DST_BASE_ADDR_HIGH")
+            cubes = [result.output] if batches == 1 else list(result.output)
+            for b, cube in enumerate(cubes):        # image b at b x DST_BATCH_STRIDE
+                write_cube(self.engine.memory.space(ram_type),
+                           base + b * view.word("D_DST_BATCH_STRIDE"), cube,
+                           line_stride, surf_stride, out_type.elements_per_atom(atom))
         yield from sdp_timing.core(self, timing)
 
     def record_counters(self, view: GroupView, counters: dict) -> None:
