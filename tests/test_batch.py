@@ -133,3 +133,18 @@ def test_sdp_writes_each_image_at_its_batch_stride():
     for b in range(n):
         got = mem.read(DST + b * stride, lanes).view(np.int8)
         np.testing.assert_array_equal(got, expected[b, :, 0, 0])
+
+
+def test_fp16_batch_equals_single_image_runs():
+    from nvdla_sim.datatype import FP16
+    rng = np.random.default_rng(8)
+    weights = rng.uniform(-1, 1, size=(9, 20, 3, 3)).astype(np.float16)
+    layers = [Layer(FP16, rng.uniform(-1, 1, size=(20, 4, 4)).astype(np.float16), weights,
+                    pad=(1, 1)) for _ in range(3)]
+    layers[1].data[2, 1, 1] = np.float16(np.inf)
+    out, engine, _ = run(batch_program(layers, 2 * 16 * 32 + 32))
+    for b, layer in enumerate(layers):
+        single, _, _ = run(layer_program(layer))
+        np.testing.assert_array_equal(out[b], single)
+    # the CDMA counts FP16 infinities over every image
+    assert engine.regs["CDMA"].view(0).word("D_INF_INPUT_DATA_NUM") == 1

@@ -298,8 +298,7 @@ class Cdma(Unit):
                     raise NvdlaSimError(f"CDMA.D_BATCH_STRIDE: {stride} bytes between batches is "
                                         f"less than the {n_surf} surfaces of one cube")
                 if values:
-                    cube = np.stack([self.read_feature(view, width, height, channels, dtype,
-                                                       b * stride) for b in range(batches)])
+                    cube = self.read_feature(view, width, height, channels, dtype, batches)
             elif values:
                 cube = self.read_feature(view, width, height, channels, dtype)
             return CbufData(FEATURE, cube, entries * batches, dtype=dtype,
@@ -366,13 +365,22 @@ class Cdma(Unit):
 
     # -- feature input -------------------------------------------------------------------------
     def read_feature(self, view: GroupView, width: int, height: int, channels: int,
-                     dtype: DataType, offset: int = 0) -> np.ndarray:
-        cube = read_cube(self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")),
-                         view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0") + offset, width, height,
-                         channels, view.word("D_LINE_STRIDE"), view.word("D_SURF_STRIDE"),
-                         atom_elements(self.hw, dtype), dtype.numpy)
+                     dtype: DataType, batches: int = 1) -> np.ndarray:
+        """The feature cube (with batches: (N, lanes, H, W), images BATCH_STRIDE apart),
+        through the converter; FP16 NaN/INF counted over every image."""
+        space = self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE"))
+        base = view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0")
+        cubes = [read_cube(space, base + b * view.word("D_BATCH_STRIDE"), width, height,
+                           channels, view.word("D_LINE_STRIDE"), view.word("D_SURF_STRIDE"),
+                           atom_elements(self.hw, dtype), dtype.numpy) for b in range(batches)]
         if dtype.is_float:
-            return self.float_input(view, cube)
+            return self.float_input(view, cubes[0] if batches == 1 else np.stack(cubes))
+        if batches > 1:
+            return np.stack([self.convert_cube(view, cube) for cube in cubes])
+        return self.convert_cube(view, cubes[0])
+
+    def convert_cube(self, view: GroupView, cube: np.ndarray) -> np.ndarray:
+        """INT8/INT16 feature input through the CDMA converter (CVT_EN)."""
         if view.field("D_CVT_CFG", "CVT_EN"):
             cube = np.ascontiguousarray(cube)
             converted = np.empty_like(cube)
