@@ -25,11 +25,13 @@ setup(
     packages=find_packages(include=["nvdla_sim", "nvdla_sim.*"]),
     package_data={"nvdla_sim": ["config/presets/*.yaml", "regs/*.json", "kernels/*.pxd",
                                 "kernels/*.pyx", "memory_profiles/*.yaml",
-                                "timing/*.yaml"]},
+                                "timing/*.yaml", "energy/*.yaml"]},
     ext_modules=cythonize(extensions, language_level=3,
                           compiler_directives={"boundscheck": False, "wraparound": False,
                                                "cdivision": True, "initializedcheck": False}),
-    install_requires=["simpy>=4", "numpy>=1.22", "cython>=3.0", "pyyaml>=5.4", "matplotlib>=3.5"],
+    install_requires=["simpy>=4", "numpy>=1.22", "cython>=3.0", "pyyaml>=5.4", "matplotlib>=3.5",
+                      # CACTI 7 for SRAM energy/area (nvdla_sim/energy; needs Python >= 3.11)
+                      "zigzag-dse>=3.9; python_version >= '3.11'"],
     extras_require={"test": ["pytest>=7", "onnx>=1.13", "hypothesis>=6"], "onnx": ["onnx>=1.13"], "ray": ["ray>=2.9"]},
     entry_points={"console_scripts": ["nvdla-sim = nvdla_sim.cli:main"]},
 )

@@ -138,14 +138,17 @@ def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_
                        warnings=result.warnings)
 
 
-def write_timeline(result: RunResult, folder: Path, name: str) -> tuple[Path, Path]:
-    """<name>.trace.json (Chrome/Perfetto) and <name>.png (utilization and bandwidth) in `folder`."""
-    from .report.timeline import plot_utilization, write_trace_events
+def write_timeline(result: RunResult, folder: Path, name: str, detail: str = "auto",
+                   layers=None) -> tuple[Path, Path]:
+    """<name>.trace.json (Chrome/Perfetto) and <name>.png (units, layers, memory) in `folder`;
+    `layers`: (name, start, end) of the network's layers when known (docs/timeline.md)."""
+    from .report.timeline import memory_tracks, plot_utilization, write_trace_events
     engine = result.engine
     folder.mkdir(parents=True, exist_ok=True)
-    transfers = [t for m in (engine.mcif, engine.cvif) if m for t in m.transfers]
+    tracks = memory_tracks(engine)
     json_path, png_path = folder / f"{name}.trace.json", folder / f"{name}.png"
-    write_trace_events(engine.activity, transfers, json_path, engine.clock_mhz, name)
     end = max([s[3] for s in engine.activity.spans] + [result.cycles], default=result.cycles)
-    plot_utilization(engine.activity, transfers, png_path, end, title=name)
+    write_trace_events(engine.activity, tracks, json_path, engine.clock_mhz, name, layers, detail,
+                       end)
+    plot_utilization(engine.activity, tracks, png_path, end, title=name, layers=layers)
     return json_path, png_path

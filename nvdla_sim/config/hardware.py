@@ -77,6 +77,8 @@ class HardwareConfig:
     secondary_memif: MemifConfig | None
     address_width_bits: int
     features: FeatureFlags = field(default_factory=FeatureFlags)
+    technology_nm: int = 28    # process node for energy and area (nvdla_sim/energy, docs/energy.md)
+    energy_table: str | None = None   # a YAML of energy/area constants replacing the defaults
 
     @property
     def macs(self) -> int:
@@ -187,6 +189,10 @@ def _check(cfg: HardwareConfig, where: str) -> None:
         positive(f"{name}.max_burst", m.max_burst)
     if cfg.address_width_bits not in (32, 64):
         raise NvdlaSimError(f"{where}address_width_bits: must be 32 or 64")
+    from ..energy.technology import check_node      # the nodes CACTI models (docs/energy.md)
+    check_node(cfg.technology_nm, f"{where}technology_nm")
+    if cfg.energy_table is not None and not isinstance(cfg.energy_table, str):
+        raise NvdlaSimError(f"{where}energy_table: expected a YAML file path, got {cfg.energy_table!r}")
     unknown = set(cfg.data_types) - {"int8", "int16", "fp16"}
     if unknown or not cfg.data_types:
         raise NvdlaSimError(f"{where}data_types: must list int8, int16 or fp16, got {list(cfg.data_types)}")

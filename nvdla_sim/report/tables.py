@@ -263,12 +263,13 @@ def write_reports(rep: Report, prep, result: PlanResult | None, out_dir: Path) -
         written.append(out_dir / "layer_cycles.png")
         plot_layer_cycles(rep, written[-1])
     if spec.timeline and result is not None and result.engine_result is not None:
-        from .timeline import plot_utilization, write_trace_events
-        er = result.engine_result
-        engine = er.engine
-        transfers = engine.mcif.transfers + (engine.cvif.transfers if engine.cvif else [])
+        from .timeline import memory_tracks, network_layer_spans, plot_utilization, write_trace_events
+        engine = result.engine_result.engine
+        tracks, layers = memory_tracks(engine), network_layer_spans(rep.rows, result.layers)
         written.append(out_dir / "timeline.trace.json")
-        write_trace_events(engine.activity, transfers, written[-1], rep.clock_mhz, rep.scenario)
+        write_trace_events(engine.activity, tracks, written[-1], rep.clock_mhz, rep.scenario,
+                           layers=layers, total_cycles=result.total_cycles)
         written.append(out_dir / "timeline.png")
-        plot_utilization(engine.activity, transfers, written[-1], result.total_cycles, rep.scenario)
+        plot_utilization(engine.activity, tracks, written[-1], result.total_cycles, rep.scenario,
+                         layers=layers)
     return written

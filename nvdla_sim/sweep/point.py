@@ -12,7 +12,8 @@ The runner is injected.  `run_scenario_point` (the default) runs the scenario th
 totals; `conv_chain.run_conv_chain` is a smaller real runner for networks of convolutions.  A runner
 returns a mapping with at least `cycles` (DLA cycles, first enable to last interrupt) and
 `dram_bytes` (DRAM bytes read + written); optional: `cvsram_traffic_bytes`, `lowest_sqnr_db`,
-`gpu_layers`.
+`gpu_layers`, and the energy metrics (`energy_metrics`: energy_mj, avg/peak_power_mw, area_mm2,
+tops_per_w, energy_<component>_mj).
 """
 from __future__ import annotations
 
@@ -60,7 +61,19 @@ def run_scenario_point(scenario: dict, base_dir: str) -> dict:
             "cvsram_traffic_bytes": sum(t.cvsram_read_bytes + t.cvsram_write_bytes
                                         for t in result.layers),
             "lowest_sqnr_db": lowest[1] if lowest else None,
-            "gpu_layers": sum(r.device == "GPU" for r in report.rows)}
+            "gpu_layers": sum(r.device == "GPU" for r in report.rows),
+            **energy_metrics(report)}
+
+
+def energy_metrics(report) -> dict:
+    """The report's energy and area (nvdla_sim/energy) as sweep metrics; {} when absent."""
+    if report.energy_mj is None:
+        return {}
+    split = report.energy["split_uj"]
+    return {"energy_mj": report.energy_mj, "avg_power_mw": report.avg_power_mw,
+            "peak_power_mw": report.peak_power_mw, "area_mm2": report.area_mm2,
+            "tops_per_w": report.tops_per_w,
+            **{f"energy_{k.lower()}_mj": v * 1e-3 for k, v in split.items()}}
 
 
 def evaluate_point(point: Point, runner: PointRunner, bytes_per_mac: float) -> dict:

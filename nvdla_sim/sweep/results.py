@@ -13,14 +13,19 @@ Columns (empty when they do not apply):
   cycles, ms, fps                              -- DLA time of one inference at clock_mhz
   dram_bytes, cvsram_traffic_bytes             -- bytes moved over each interface
   cbuf_kib, macs, sram_bytes, area_proxy       -- the configuration's size (below)
-  network_macs, mac_util, min_cbuf_banks, lowest_sqnr_db, gpu_layers, wall_s
+  network_macs, mac_util, min_cbuf_banks, lowest_sqnr_db, gpu_layers
+  energy_mj, avg_power_mw, peak_power_mw       -- one inference (nvdla_sim/energy, docs/energy.md)
+  area_mm2, edp (energy_mj x ms), tops_per_w   -- area estimate; energy-delay product
+  energy_<component>_mj                        -- DRAM, CVSRAM, CBUF, MAC, CACC, SDP, PDP, CDP, leakage
+  wall_s
 
 Area proxy, in MAC-equivalents: `macs + sram_bytes / bytes_per_mac`, where macs = atomic_c x
 atomic_k (INT8 multiply-accumulate cells) and sram_bytes = CBUF bytes + CVSRAM bytes.  The default
 exchange rate, 256 bytes of SRAM per MAC cell, is an order of magnitude for a 16 nm-class
 process (an INT8 MAC with its share of adder tree and accumulator ~ 300-500 um^2; dense SRAM with
 periphery ~ 1-2 um^2 per byte); set `area: {bytes_per_mac: N}` in the sweep for another process.
-It ranks configurations; it is not an area estimate (no SDP/PDP/CDP, DMA, wiring).
+It ranks configurations; it is not an area estimate (no SDP/PDP/CDP, DMA, wiring).  `area_mm2`
+(CACTI SRAM + datapath operators, docs/energy.md) is the estimate; the proxy stays for comparison.
 """
 from __future__ import annotations
 
@@ -34,9 +39,12 @@ from .spec import AXES, Point, SweepSpec, axis_path, canonical
 
 CONFIG_COLUMNS = ("network", "preset", "atomic_c", "atomic_k", "cbuf_banks", "cbuf_bank_depth",
                   "cbuf_bank_width", "cvsram_bytes", "dram_gbps", "clock_mhz", "mode")
+ENERGY_COLUMNS = ("energy_mj", "avg_power_mw", "peak_power_mw", "area_mm2", "edp", "tops_per_w")
+SPLIT_COLUMNS = tuple(f"energy_{c}_mj" for c in ("dram", "cvsram", "cbuf", "mac", "cacc", "sdp", "pdp",
+                                                "cdp", "leakage"))
 METRIC_COLUMNS = ("cycles", "ms", "fps", "dram_bytes", "cvsram_traffic_bytes", "cbuf_kib", "macs",
                   "sram_bytes", "area_proxy", "network_macs", "mac_util", "min_cbuf_banks",
-                  "lowest_sqnr_db", "gpu_layers", "wall_s")
+                  "lowest_sqnr_db", "gpu_layers") + ENERGY_COLUMNS + SPLIT_COLUMNS + ("wall_s",)
 HEAD_COLUMNS = ("key", "index", "status", "reason", "params")
 FINISHED = ("ok", "infeasible")
 JSON_NAME, CSV_NAME = "results.json", "results.csv"
@@ -102,9 +110,12 @@ def metric_columns(metrics: dict, scn, row: dict) -> dict:
     ms = cycles / (scn.clock_mhz * 1e3)
     out = {"cycles": cycles, "ms": ms, "fps": 1000.0 / ms if ms > 0 else None,
            "dram_bytes": int(metrics.get("dram_bytes") or 0)}
-    for name in ("cvsram_traffic_bytes", "lowest_sqnr_db", "gpu_layers"):
+    for name in ("cvsram_traffic_bytes", "lowest_sqnr_db", "gpu_layers") + ENERGY_COLUMNS + \
+            SPLIT_COLUMNS:
         if metrics.get(name) is not None:
             out[name] = metrics[name]
+    if metrics.get("energy_mj") is not None:
+        out["edp"] = metrics["energy_mj"] * ms          # energy-delay product, mJ x ms
     if row.get("network_macs") and cycles > 0:
         out["mac_util"] = row["network_macs"] / (cycles * scn.hardware.macs)
     return out
