@@ -46,6 +46,8 @@ class LayerRow:
     sqnr_db: float | None = None
     max_abs_err: float | None = None
     note: str = ""
+    energy_uj: float | None = None     # nvdla_sim/energy: this row's energy (docs/energy.md)
+    energy: dict | None = None         # its split by component, event counts, pJ/MAC, share
 
 
 @dataclass
@@ -62,6 +64,12 @@ class Report:
     total_cycles: float | None = None
     estimator_ms: float | None = None
     precision: str = "INT8"            # the scenario's precision (the DLA layers')
+    energy_mj: float | None = None     # one inference (nvdla_sim/energy/report.py)
+    avg_power_mw: float | None = None
+    peak_power_mw: float | None = None # highest power over any 1 us window
+    area_mm2: float | None = None      # SRAM + datapath estimate (docs/energy.md)
+    tops_per_w: float | None = None
+    energy: dict | None = None         # per-event table, SRAM macros, split, area breakdown
 
     @property
     def total_macs(self) -> int:
@@ -176,6 +184,8 @@ def build_report(prep, result: PlanResult | None, values: dict | None = None) ->
     rep.total_cycles = result.total_cycles if result else None
     if scn.network.source == "builtin" and rep.macs_per_cycle == 2048:
         rep.estimator_ms = ESTIMATOR_MS.get(scn.network.builtin)   # its figures are for 2048 MACs
+    from ..energy.report import attach_energy
+    attach_energy(rep, prep, result)
     return rep
 
 
@@ -194,7 +204,7 @@ def format_console(rep: Report) -> str:
             f"{'CVSRAM ' + str(rep.cvsram_bytes) + ' B' if rep.cvsram_bytes else 'no CVSRAM'}, {rep.mode}")
     width = max([len("layer")] + [len(r.layer) for r in rep.rows])
     cols = (f"{'layer':<{width}}  {'hw layers':<14} {'prec':<5} {'MMACs':>9} {'cycles':>10} {'MAC%':>6} "
-            f"{'DRAM KB':>9} {'bound':<7} {'SQNR dB':>8} {'max err':>9}")
+            f"{'DRAM KB':>9} {'bound':<7} {'SQNR dB':>8} {'max err':>9} {'uJ':>8}")
     lines = [head, cols, "-" * len(cols)]
     for r in rep.rows:
         hwl = "GPU" if r.device == "GPU" else r.kinds
@@ -203,7 +213,8 @@ def format_console(rep: Report) -> str:
             f"{_fmt(r.cycles, '>10.0f'):>10} "
             f"{_fmt(None if r.mac_util is None else 100 * r.mac_util, '>6.1f'):>6} "
             f"{_fmt(None if r.dram_bytes is None else r.dram_bytes / 1024, '>9.1f'):>9} "
-            f"{_fmt(r.bound, '<7'):<7} {_fmt(r.sqnr_db, '>8.1f'):>8} {_fmt(r.max_abs_err, '>9.4f'):>9}"
+            f"{_fmt(r.bound, '<7'):<7} {_fmt(r.sqnr_db, '>8.1f'):>8} {_fmt(r.max_abs_err, '>9.4f'):>9} "
+            f"{_fmt(r.energy_uj, '>8.1f'):>8}"
             + (f"  {r.note}" if r.note else ""))
     lines.append("-" * len(cols))
     gpu = sum(r.device == "GPU" for r in rep.rows)
@@ -223,11 +234,15 @@ def format_console(rep: Report) -> str:
     if rep.estimator_ms is not None:
         vs = f" (this run {rep.ms / rep.estimator_ms:.2f}x; docs/network-timing.md)" if rep.ms else ""
         lines.append(f"{ESTIMATOR_CONFIG}: {rep.estimator_ms} ms" + vs)
+    from ..energy.report import console_lines
+    lines += console_lines(rep)
     return "\n".join(lines)
 
 
 CSV_COLUMNS = ("layer", "device", "kinds", "hw_layers", "precision", "macs", "cycles", "mac_util",
                "dram_bytes", "bound", "sqnr_db", "max_abs_err", "note")
+from ..energy.report import CSV_COLUMNS as _ENERGY_COLUMNS, csv_values as _energy_values  # noqa: E402
+CSV_COLUMNS += _ENERGY_COLUMNS
 
 
 def write_csv(rep: Report, path: Path) -> None:
@@ -237,6 +252,7 @@ def write_csv(rep: Report, path: Path) -> None:
         for r in rep.rows:
             d = asdict(r)
             d["hw_layers"] = " ".join(r.hw_layers)
+            d.update(_energy_values(r))
             w.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
 
 
@@ -262,6 +278,10 @@ def write_reports(rep: Report, prep, result: PlanResult | None, out_dir: Path) -
         from .plots import plot_layer_cycles
         written.append(out_dir / "layer_cycles.png")
         plot_layer_cycles(rep, written[-1])
+        if rep.energy_mj is not None:
+            from ..energy.plots import plot_layer_energy
+            written.append(out_dir / "layer_energy.png")
+            plot_layer_energy(rep, written[-1])
     if spec.timeline and result is not None and result.engine_result is not None:
         from .timeline import memory_tracks, network_layer_spans, plot_utilization, write_trace_events
         engine = result.engine_result.engine
