@@ -343,3 +343,68 @@ def test_int16_lrn(tmp_path):
         report = execute(prepare(scn), tmp_path)
     assert [r.kinds for r in report.rows] == ["conv", "cdp", "conv", "cdp"]
     assert all(r.sqnr_db >= 60.0 for r in report.rows), [(r.layer, r.sqnr_db) for r in report.rows]
+
+
+# --------------------------------------------------------------------------------------------------
+# Per-layer precision: INT8 layers feeding INT16 ones through the SDP's INT8 -> INT16 output
+
+MIXED_LENET = {"default": "int8", "layers": {"pool2": "int16", "ip1": "int16", "ip2": "int16"}}
+
+
+def test_per_layer_precision_registers_and_values(tmp_path):
+    prep, low = lowered(MIXED_LENET)
+    assert [prep.plan.layer_dtype(layer).name for layer in prep.plan.layers
+            if layer.on_dla] == ["INT8", "INT8", "INT8", "INT16", "INT16", "INT16"]
+    p = low.program
+    # conv2's SDP computes INT8 and writes INT16 to the fused pool2
+    assert [(w["PROC_PRECISION"], w["OUT_PRECISION"]) for w in writes(p, "SDP", "D_DATA_FORMAT")] \
+        == [(0, 0), (0, 1), (1, 1), (1, 1)]
+    assert [w["INPUT_DATA"] for w in writes(p, "PDP", "D_DATA_FORMAT")] == [0, 1]
+    assert [w["IN_PRECISION"] for w in writes(p, "CDMA", "D_MISC_CFG")] == [0, 0, 1, 1]
+    assert low.buffers["pool1"].dtype is INT8 and low.buffers["pool2"].dtype is INT16
+    assert low.buffers["pool2"].surfaces == 4          # 50 INT16 channels, 16 per atom
+    scn = scenario(precision=MIXED_LENET)
+    scn.outputs.formats, scn.outputs.plots = (), False
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = execute(prepare(scn), tmp_path)
+    assert [r.precision for r in report.rows if r.device == "DLA"] == ["INT8", "INT8", "INT16",
+                                                                       "INT16"]
+    assert all(r.sqnr_db >= 35.0 for r in report.rows if r.device == "DLA")
+
+
+@pytest.mark.parametrize("precision, expect", [
+    ({"layers": {"ip1": "int16"}},
+     "precision.layers: 'pool2' computes in INT8 but its output is read in INT16; PDP cannot "
+     "convert (give 'pool2' INT16 too)"),
+    ({"default": "int16", "layers": {"ip1": "int8"}},
+     "precision.layers: 'pool2' computes in INT16 but its output is read in INT8"),
+    ({"layers": {"ip3": "int16"}}, "precision.layers.ip3: no layer 'ip3' in network 'lenet5'"),
+    ({"layers": {"ip1": "fp16"}}, "precision.layers.ip1: fp16 does not mix with int8 layers"),
+    ({"default": "int4"}, "precision.default: must be one of int8, int16, fp16"),
+    ({"layers": ["ip1"]}, "precision.layers: expected a mapping of layer names to precisions"),
+])
+def test_per_layer_precision_errors(precision, expect):
+    with pytest.raises(NvdlaSimError) as exc:
+        with contextlib.redirect_stdout(io.StringIO()):
+            prepare(scenario(precision=precision))
+    assert expect in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_a_buffer_has_one_precision():
+    net = {"input": [8, 6, 6], "layers": [
+        {"name": "a", "type": "conv", "out_channels": 8, "kernel": 1},
+        {"name": "b", "type": "conv", "out_channels": 8, "kernel": 1, "input": "data"},
+        {"name": "s", "type": "add", "input": ["a", "b"]}]}
+    with pytest.raises(NvdlaSimError, match="'data' is read in INT8 by 'a' and in INT16 by 'b'"):
+        with contextlib.redirect_stdout(io.StringIO()):
+            prepare(scenario(network=net, precision={"layers": {"b": "int16"}}))
+
+
+def test_per_layer_precision_timing_only_matches_values(tmp_path):
+    runs = []
+    for mode in ("values+timing", "timing"):
+        scn = scenario(precision=MIXED_LENET, mode=mode)
+        scn.outputs.formats, scn.outputs.plots = (), False
+        with contextlib.redirect_stdout(io.StringIO()):
+            runs.append(execute(prepare(scn), tmp_path))
+    assert runs[0].total_cycles == runs[1].total_cycles > 0

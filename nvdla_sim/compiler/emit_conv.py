@@ -280,9 +280,10 @@ def _check(layer: ConvLayer, src: TensorPlacement, dst: TensorPlacement) -> Conv
         raise NvdlaSimError(f"{layer.name}: weights must be an int8, int16 or float16 (K, C, R, S) "
                             f"array, got {w.dtype} {w.shape}")
     dtype = layer.dtype
-    if dtype != src.dtype or dtype != dst.dtype:
+    if dtype != src.dtype or layer.sdp.output_type != dst.dtype:
         raise NvdlaSimError(f"{layer.name}: {dtype} weights, input {src.name} {src.dtype}, output "
-                            f"{dst.name} {dst.dtype}: one precision through the convolution")
+                            f"{dst.name} {dst.dtype}: the convolution runs in its input's "
+                            f"precision and its SDP writes {layer.sdp.output_type}")
     if dtype.is_float and layer.pad_value:
         raise UnsupportedError(f"{layer.name}: a non-zero padding value in {dtype} is not modelled")
     k, c, r, s = w.shape

@@ -75,7 +75,12 @@ class SdpLayer:
     y: YStage | None = None
     out_cvt: Converter = IDENTITY
     name: str = "sdp"
-    dtype: DataType = INT8                 # PROC and OUT precision (input: the same)
+    dtype: DataType = INT8                 # PROC precision (and the input's)
+    out_dtype: DataType | None = None      # OUT precision when wider (INT8 -> INT16); None: dtype
+
+    @property
+    def output_type(self) -> DataType:
+        return self.out_dtype or self.dtype
 
 
 def _is_memory(operand: Operand) -> bool:
@@ -216,13 +221,18 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
     if y is not None and y.lut is not None and not b.hw.sdp.lut:
         raise NvdlaSimError(f"{layer.name}: {b.hw.name} has no SDP lookup table")
     c, h, w = shape
-    dtype = layer.dtype
+    dtype, out_type = layer.dtype, layer.output_type
     precision = dtype.name
     if dtype.is_float and layer.out_cvt != IDENTITY:
         raise NvdlaSimError(f"{layer.name}: the FP16 SDP has no output converter (use the identity)")
-    for p in (src, dst):
-        if p is not None and p.dtype != dtype:
-            raise NvdlaSimError(f"{layer.name}: {p.name} is {p.dtype}, the SDP runs {dtype}")
+    if out_type != dtype and (out_type.is_float or dtype.is_float or out_type.bytes < dtype.bytes):
+        raise NvdlaSimError(f"{layer.name}: the SDP converts {dtype} to {out_type}: only INT8 to "
+                            "INT16 is modelled")
+    if src is not None and src.dtype != dtype:
+        raise NvdlaSimError(f"{layer.name}: {src.name} is {src.dtype}, the SDP runs {dtype}")
+    for p in (dst, pdp[1] if pdp is not None else None):
+        if p is not None and p.dtype != out_type:
+            raise NvdlaSimError(f"{layer.name}: {p.name} is {p.dtype}, the SDP writes {out_type}")
     if dtype.is_float and y is not None and (y.mul_cvt or y.alu_cvt):
         raise UnsupportedError(f"{layer.name}: the FP16 SDP Y operand converters are not "
                                "modelled by the compiler")
@@ -232,7 +242,7 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
 
     if sdp_needs_rdma(layer, flying):
         b.reg("SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
-              WINOGRAD="OFF", IN_PRECISION=precision, OUT_PRECISION=precision,
+              WINOGRAD="OFF", IN_PRECISION=precision, OUT_PRECISION=out_type.name,
               PROC_PRECISION=precision)
         b.reg("SDP_RDMA", "D_DATA_CUBE_WIDTH", WIDTH=w - 1)
         b.reg("SDP_RDMA", "D_DATA_CUBE_HEIGHT", HEIGHT=h - 1)
@@ -272,7 +282,7 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
     b.reg("SDP", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
           OUTPUT_DST="PDP" if pdp is not None else "MEM", WINOGRAD="OFF")
     b.reg("SDP", "D_DST_DMA_CFG", DST_RAM_TYPE=dst.ram_type if dst is not None else 1)
-    b.reg("SDP", "D_DATA_FORMAT", PROC_PRECISION=precision, OUT_PRECISION=precision)
+    b.reg("SDP", "D_DATA_FORMAT", PROC_PRECISION=precision, OUT_PRECISION=out_type.name)
     cvt = layer.out_cvt
     b.word("SDP", "D_CVT_OFFSET", cvt.offset)
     b.reg("SDP", "D_CVT_SCALE", CVT_SCALE=cvt.scale)

@@ -57,6 +57,7 @@ class Tensor:
     materialised: bool = True          # False: lives only inside a fused pipeline, never in memory
     on_dla: bool = True                # False: produced by a GPU fallback op
     scale: float | None = None         # real = scale * stored value (set by quantisation; FP16: 1)
+    dtype: DataType | None = None      # element type in memory (build_plan: its readers' precision)
 
     def __post_init__(self):
         if not self.layout:
@@ -196,6 +197,7 @@ class HwLayer:
     reason: str = ""                   # gpu: why it is not on the DLA
     notes: list[str] = field(default_factory=list)
     quant: object = None               # integer parameters, filled by scenario.quantize
+    dtype: DataType | None = None      # precision it computes in (build_plan; None: the plan's)
 
     @property
     def macs(self) -> int:
@@ -258,6 +260,22 @@ class HwPlan:
     def root(self, name: str) -> tuple[str, int]:
         """The buffer holding tensor `name` and the tensor's first stored channel in it."""
         return _root(self.tensors, name)
+
+    def layer_dtype(self, layer: HwLayer) -> DataType:
+        """The precision a hardware layer computes in (reads its input and operands in)."""
+        return layer.dtype or self.dtype
+
+    def tensor_dtype(self, name: str) -> DataType:
+        """The element type tensor `name` (or its root buffer) has in memory."""
+        return self.tensors[self.root(name)[0]].dtype or self.dtype
+
+    def out_dtype(self, layer: HwLayer) -> DataType:
+        """The element type a layer writes: its output buffer's (the SDP converts INT8 to INT16);
+        a convolution or SDP pass streaming to PDP writes the PDP's precision."""
+        if layer.output is not None:
+            return self.tensor_dtype(layer.output.tensor)
+        nxt = self.layers[self.layers.index(layer) + 1]
+        return self.layer_dtype(nxt)
 
     def ref(self, name: str) -> TensorRef:
         root, offset = self.root(name)
@@ -740,13 +758,74 @@ class _Builder:
 
 
 def build_plan(network: Network, weights: dict, hw: HardwareConfig, support: SupportReport,
-               dtype: DataType = INT8) -> HwPlan:
-    """The hardware-layer list of `network` on `hw` in precision `dtype` (ops outside `support`
-    become GPU layers)."""
-    b = _Builder(network, weights, hw, support, dtype)
+               dtype: DataType = INT8, layer_precision: dict[str, DataType] | None = None
+               ) -> HwPlan:
+    """The hardware-layer list of `network` on `hw` in precision `dtype`, the hardware layers
+    holding an op named in `layer_precision` in that one (ops outside `support` become GPU
+    layers)."""
+    layer_precision = layer_precision or {}
+    used = {dtype, *layer_precision.values()}
+    atom_type = min(used, key=lambda t: t.bytes)          # concat offsets aligned for every type
+    b = _Builder(network, weights, hw, support, atom_type)
     b.build()
     fallback = {name: support.reason(name) for name in support.fallback_ops}
-    return HwPlan(network, hw, b.layers, b.tensors, fallback, b.rows, dtype)
+    plan = HwPlan(network, hw, b.layers, b.tensors, fallback, b.rows, dtype)
+    assign_precisions(plan, layer_precision)
+    return plan
+
+
+def assign_precisions(plan: HwPlan, layer_precision: dict[str, DataType]) -> None:
+    """Each hardware layer's precision (the one named for any of its ops, else the plan's) and
+    each buffer's element type (that of the layers reading it; else its producer's).  Only the
+    SDP converts, and only to a wider integer type (INT8 -> INT16): a PDP/CDP layer writes its
+    own precision, and a buffer read in two precisions is an error naming both readers."""
+    ops = {op.name for op in plan.network.ops}
+    for name in layer_precision:
+        if name not in ops:
+            raise NvdlaSimError(f"precision.layers.{name}: no layer '{name}' in network "
+                                f"'{plan.network.name}'")
+    for layer in plan.layers:
+        named = [layer_precision[o] for o in layer.ops if o in layer_precision]
+        if len(set(named)) > 1:
+            raise NvdlaSimError(f"precision.layers: the ops of hardware layer '{layer.name}' "
+                                f"({', '.join(layer.ops)}) are given different precisions")
+        layer.dtype = named[0] if named else plan.dtype
+    readers: dict[str, tuple[DataType, str]] = {}
+    for layer in plan.layers:
+        if not layer.on_dla:
+            continue
+        refs = list(layer.inputs) + ([p.operand for p in layer.sdp.post_ops if p.operand]
+                                     if layer.sdp else [])
+        for ref in refs:
+            seen = readers.setdefault(ref.tensor, (layer.dtype, layer.name))
+            if seen[0] != layer.dtype:
+                raise NvdlaSimError(
+                    f"precision.layers: '{ref.tensor}' is read in {seen[0]} by '{seen[1]}' and in "
+                    f"{layer.dtype} by '{layer.name}' (a buffer has one element type)")
+    for name, t in plan.tensors.items():
+        if name in readers:
+            t.dtype = readers[name][0]
+    for layer in plan.layers:
+        if layer.output is not None and plan.tensors[layer.output.tensor].dtype is None:
+            plan.tensors[layer.output.tensor].dtype = layer.dtype if layer.on_dla else plan.dtype
+    for i, layer in enumerate(plan.layers):
+        if layer.on_dla and layer.output is None:       # streamed to the PDP: its precision
+            plan.tensors[layer.ops[-1]].dtype = plan.layer_dtype(plan.layers[i + 1])
+    for t in plan.tensors.values():
+        if t.dtype is None and t.alias_of is None:
+            t.dtype = plan.dtype
+    for layer in plan.layers:
+        if not layer.on_dla:
+            continue
+        out = plan.out_dtype(layer)
+        if out == layer.dtype:
+            continue
+        what = f"'{layer.name}' computes in {layer.dtype} but its output is read in {out}"
+        if layer.kind in ("pdp", "cdp"):
+            raise NvdlaSimError(f"precision.layers: {what}; {layer.kind.upper()} cannot convert "
+                                f"(give '{layer.ops[-1]}' {out} too)")
+        if out.is_float or layer.dtype.is_float or out.bytes < layer.dtype.bytes:
+            raise NvdlaSimError(f"precision.layers: {what}; the SDP converts INT8 to INT16 only")
 
 
 # --------------------------------------------------------------------------------------------------

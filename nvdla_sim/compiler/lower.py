@@ -143,9 +143,9 @@ class _CvsramFit:
 def image_input(plan: HwPlan) -> bool:
     """Whether the network input is read as an image: INT8, at most 4 channels, and only
     whole-input convolutions (no dilation) read it -- the first layer of the built-in networks."""
-    if plan.dtype != INT8:               # INT16/FP16 pixel formats: not modelled, read as features
-        return False
     root = plan.root(plan.network.input_name)[0]
+    if plan.tensor_dtype(root) != INT8:  # INT16/FP16 pixel formats: not modelled, read as features
+        return False
     t = plan.tensors[root]
     if pixel_channels(t.stored_channels) is None:
         return False
@@ -162,14 +162,14 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
     life = _lifetimes(plan, groups)
     image_root = plan.root(plan.network.input_name)[0] if image_input(plan) else None
     atom = ctx.hw.memory_atomic_bytes
-    dtype = plan.dtype
-    atom_channels = dtype.elements_per_atom(atom)
     cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
         if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
     buffers = {}
     for name in sorted(life, key=lambda n: life[n][0]):
         t = plan.tensors[name]
         c, h, w = t.stored_channels, t.shape.h, t.shape.w
+        dtype = plan.tensor_dtype(name)
+        atom_channels = dtype.elements_per_atom(atom)
         address = None
         if name == image_root:
             probe = image_placement(name, DBB, 0, c, h, w)
@@ -279,7 +279,7 @@ def _emit_step(b: ProgramBuilder, alloc: Allocator, group: list[HwLayer],
         if why is None:
             return [_emitted(b, Step(group, outputs=[(pool.output, pdp_dst)]),
                              lambda: emit_sdp(b, alloc, sdp, src, None, (pool.quant, pdp_dst)))]
-        tmp = alloc.feature(f"{layer.name}_out", *_shape(src), dtype=src.dtype)
+        tmp = alloc.feature(f"{layer.name}_out", *_shape(src), dtype=pdp_dst.dtype)
         notes.setdefault(pool.name, []).append(f"PDP not on the fly ({why}): via DRAM")
         return [_emitted(b, Step([layer]), lambda: emit_sdp(b, alloc, sdp, src, tmp)),
                 _emitted(b, Step([pool], outputs=[(pool.output, pdp_dst)]),
@@ -476,7 +476,7 @@ def _store(outputs: dict[str, np.ndarray], plan: HwPlan, ref: TensorRef, cube: n
     if buf is None:
         t = plan.tensors[ref.tensor]
         buf = outputs[ref.tensor] = np.zeros((t.stored_channels, t.shape.h, t.shape.w),
-                                             plan.dtype.numpy)
+                                             plan.tensor_dtype(ref.tensor).numpy)
     buf[ref.channel_offset:ref.channel_offset + ref.channels] = cube
 
 
@@ -492,8 +492,8 @@ def _run_gpu(step: Step, plan: HwPlan, ctx: LoweringContext, engine: Engine,
         if root not in outputs:
             raise NvdlaSimError(f"{layer.name}: input '{name}' was never produced")
         inputs[name] = outputs[root][offset:offset + plan.tensors[name].stored_channels]
-    y = np.asarray(ctx.gpu_fallback(layer, inputs), plan.dtype.numpy)
     ref, p = step.outputs[0]
+    y = np.asarray(ctx.gpu_fallback(layer, inputs), p.dtype.numpy)
     engine.memory.space(p.ram_type).write(p.address, cube_image(p, y))
     _store(outputs, plan, ref, y)
 
@@ -533,7 +533,7 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
                 layer.name, t0, t1,
                 moved["dram_read"] if own else 0, moved["dram_write"] if own else 0,
                 moved["cvsram_read"] if own else 0, moved["cvsram_write"] if own else 0,
-                bound=classify(step, busy, moved, engine, plan.dtype.bytes),
+                bound=classify(step, busy, moved, engine, plan.layer_dtype(step.layers[0]).bytes),
                 cbuf_refetch=step.refetch,
                 register_writes=writes if own else 0))
         if ctx.values:

@@ -131,7 +131,6 @@ def precision_macs(int8_macs: int, element_bytes: int) -> int:
 def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanResult | None = None,
                reference: dict | None = None, values: dict | None = None) -> list[LayerRow]:
     hw = plan.hw
-    macs_per_cycle = precision_macs(hw.macs, plan.dtype.bytes)
     timing = {t.name: t for t in result.layers} if result else {}
     bytes_per_cycle = dram_gbps * 1e9 / (clock_mhz * 1e6)
     rows = []
@@ -145,9 +144,11 @@ def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanRes
         for layer in layers:
             ops += [o for o in layer.ops if o not in ops]
         device = "GPU" if all(layer.kind == "gpu" for layer in layers) else "DLA"
+        dtype = plan.layer_dtype(layers[0])         # a row's layers share its precision
+        macs_per_cycle = precision_macs(hw.macs, dtype.bytes)
         r = LayerRow(row, ops, [layer.name for layer in layers], "+".join(kinds), device,
                      sum(layer.macs for layer in layers),
-                     "FP32" if device == "GPU" else plan.dtype.name)
+                     "FP32" if device == "GPU" else dtype.name)
         notes = [n for layer in layers for n in layer.notes]
         if device == "GPU":
             notes.insert(0, "GPU fallback: " + "; ".join(layer.reason for layer in layers))

@@ -193,12 +193,11 @@ def calibrate(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig) -> 
         r = _find(parent, name)
         group_amax[r] = max(group_amax.get(r, 0.0), amax[name])
     scales, groups = {}, {}
-    q = qmax(plan.dtype)
     for name in values:
         r = _find(parent, name)
         groups[name] = r
         a = group_amax[r]
-        scales[name] = (a if a > 0 else 1.0) / q
+        scales[name] = (a if a > 0 else 1.0) / qmax(plan.tensor_dtype(name))
     return Calibration(amax, scales, groups)
 
 
@@ -230,8 +229,13 @@ class _LayerQuantizer:
 
     def __init__(self, plan: HwPlan, cal: Calibration, cfg: QuantConfig):
         self.plan, self.cal, self.cfg = plan, cal, cfg
-        self.dtype = plan.dtype
-        self.q = qmax(plan.dtype)
+        self.begin(None)
+
+    def begin(self, layer: HwLayer | None) -> None:
+        """Quantise `layer` next: its precision (INT8 / INT16) sets Q and the weights' type."""
+        self.dtype = self.plan.dtype if layer is None else self.plan.layer_dtype(layer)
+        self.q = qmax(self.dtype)
+        self.out_dtype = None if layer is None or not layer.on_dla else self.plan.out_dtype(layer)
 
     def scale(self, tensor: str) -> float:
         return self.cal.scales[tensor]
@@ -301,8 +305,9 @@ class _LayerQuantizer:
                 out["y"] = YStage(lut=design.lut)
                 units = np.full_like(units, design.entry_lsb)
             trail.append(float(units[0]))
+        widen = self.out_dtype if self.out_dtype not in (None, self.dtype) else None
         return SdpLayer(out.get("x1"), out.get("x2"), out.get("y"),
-                        _converter(float(units[0]) / s_out), layer.name, self.dtype), trail
+                        _converter(float(units[0]) / s_out), layer.name, self.dtype, widen), trail
 
     def _stage_target(self, nxt, post: list[PostOp], s_out: float, value_tensor: str | None) -> float:
         """Units a stage's output is in (what its MUL aims for)."""
@@ -452,6 +457,8 @@ def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig 
         t.scale = cal.scales.get(name)
     lq = _FloatLayers(plan, cal) if plan.dtype.is_float else _LayerQuantizer(plan, cal, cfg)
     for layer in plan.layers:
+        if hasattr(lq, "begin"):
+            lq.begin(layer)
         if layer.kind == "conv":
             layer.quant = lq.conv(layer)
         elif layer.kind == "sdp":

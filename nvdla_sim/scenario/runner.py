@@ -119,7 +119,7 @@ def _prepare(scn: Scenario) -> Prepared:
     check_fallback(scn, network, support)
     weights = network_weights(scn, network, model_weights)
     x = make_input(scn, network)
-    plan = build_plan(network, weights, scn.hardware, support, scn.dtype)
+    plan = build_plan(network, weights, scn.hardware, support, scn.dtype, scn.layer_dtypes)
     prep = Prepared(scn, network, weights, support, plan, x)
     if scn.values:
         prep.reference = run_reference(network, weights, x)
@@ -139,7 +139,7 @@ def gpu_fallback_fn(plan: HwPlan, weights: Weights):
             ins.append(dequantize(t.from_stored(inputs[name]), t.scale))
         y = run_op(op, ins, weights)
         t = plan.tensors[op.name]
-        return t.to_stored(quantize_tensor(y, t.scale, plan.dtype))
+        return t.to_stored(quantize_tensor(y, t.scale, plan.tensor_dtype(op.name)))
     return run
 
 
@@ -148,7 +148,8 @@ def context(prep: Prepared) -> LoweringContext:
     x_int8 = None
     if scn.values:
         t = prep.plan.tensors[prep.network.input_name]
-        x_int8 = t.to_stored(quantize_tensor(prep.input, t.scale, prep.plan.dtype))
+        x_int8 = t.to_stored(quantize_tensor(prep.input, t.scale,
+                                             prep.plan.tensor_dtype(prep.network.input_name)))
     return LoweringContext(scn.hardware, scn.clock_mhz, scn.memory.dram, scn.memory.cvsram,
                            scn.memory.cvsram_bytes, scn.values, x_int8,
                            gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,

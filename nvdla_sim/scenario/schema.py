@@ -90,7 +90,7 @@ class Scenario:
     clock_mhz: float
     memory: MemorySpec
     network: NetworkSpec
-    precision: str                     # int8 / int16 / fp16
+    precision: str                     # int8 / int16 / fp16 (the default of every layer)
     input: InputSpec
     weights: WeightsSpec
     quantization: QuantizationSpec
@@ -98,6 +98,7 @@ class Scenario:
     gpu_fallback: bool
     outputs: OutputsSpec
     raw: dict = field(default_factory=dict, repr=False)
+    layer_precision: dict[str, str] = field(default_factory=dict)   # layer -> int8 / int16
 
     @property
     def values(self) -> bool:
@@ -107,6 +108,11 @@ class Scenario:
     def dtype(self) -> DataType:
         """The element type every DLA layer runs in."""
         return BY_NAME[self.precision]
+
+    @property
+    def layer_dtypes(self) -> dict[str, DataType]:
+        """Layers given another precision than the default."""
+        return {name: BY_NAME[p] for name, p in self.layer_precision.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -421,6 +427,33 @@ def _precision(value: Any, hw: HardwareConfig) -> str:
     return value
 
 
+def _precisions(value: Any, hw: HardwareConfig) -> tuple[str, dict[str, str]]:
+    """`precision: P`, or `precision: {default: P, layers: {LAYER: P, ...}}`: layers in another
+    integer precision (the SDP of the layer before converts INT8 to INT16; FP16 does not mix)."""
+    if not isinstance(value, dict):
+        return _precision(value, hw), {}
+    d = _mapping(value, "precision", ("default", "layers"))
+    try:
+        default = _precision(d.get("default", "int8"), hw)
+    except FieldError as exc:
+        raise FieldError("precision.default", str(exc).split(": ", 1)[1]) from None
+    layers = d.get("layers") or {}
+    if not isinstance(layers, dict) or not all(isinstance(k, str) for k in layers):
+        raise FieldError("precision.layers", f"expected a mapping of layer names to precisions, "
+                                             f"got {layers!r}")
+    out = {}
+    for name, p in layers.items():
+        try:
+            out[name] = _precision(p, hw)
+        except FieldError as exc:
+            raise FieldError(f"precision.layers.{name}", str(exc).split(": ", 1)[1]) from None
+        if (out[name] == "fp16") != (default == "fp16"):
+            raise FieldError(f"precision.layers.{name}", f"{out[name]} does not mix with "
+                             f"{default} layers (only INT8 and INT16 layers mix: the SDP converts "
+                             "INT8 to INT16)")
+    return default, out
+
+
 def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Scenario:
     """Validate a scenario mapping; relative input files resolve against `base`."""
     if isinstance(data, dict) and "base" in data and ("grid" in data or "points" in data):
@@ -435,13 +468,14 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
     clock = float(_number(d, "clock_mhz", "", 1000.0, minimum=0, exclusive=True))
     memory = _memory(d.get("memory"), hw, clock)
     network = _network(d.get("network"), base)
-    precision = _precision(d.get("precision", "int8"), hw)
+    precision, layer_precision = _precisions(d.get("precision", "int8"), hw)
     return Scenario(
         path=None, name=name, hardware=hw, clock_mhz=clock, memory=memory, network=network,
         precision=precision, input=_input(d.get("input"), base),
         weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization")),
         mode=_choice(d, "mode", "", MODES, "values+timing"),
-        gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d)
+        gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d,
+        layer_precision=layer_precision)
 
 
 def load_scenario(path: str | Path) -> Scenario:
