@@ -3,9 +3,18 @@
 The CSB master process executes a RegisterProgram in order: one register access per cycle, memory
 images placed at once, `intr_notify` waits armed, checks run when their wait fires.  Units are SimPy
 processes that wake on their D_OP_ENABLE and cooperate through channels (see units/base.py).
+
+With a host profile (`host=`, or the `host` its memory profile names: `rtl_testbench`) the master is
+also the host between layers (`sync_wait`): it learns of the interrupt as the profile says (the
+testbench's poll loop, or an interrupt handler), clears the status bit with a CSB write, pays the
+driver's per-layer cost, and writes the next layer's registers at the sustained CSB rate; a host
+that programs ahead writes them into the idle register group while the current layer runs.  Each
+launch (first OP_ENABLE -> its last awaited interrupt -> next launch) is recorded in
+`RunResult.launches` (see nvdla_sim/host/changeover.py and docs/network-timing.md).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,6 +93,8 @@ class RunResult:
     first_write: float | None = None                   # cycle of the program's first register write
     untils: list = field(default_factory=list)         # UntilRecord per VP `until`
     host_reads: int = 0                                # VP read_regs (first reads: host time)
+    launches: list = field(default_factory=list)       # Launch per layer launch (host model)
+    host_done: float | None = None                     # the host has serviced the last interrupt
 
     @property
     def passed(self) -> bool:
@@ -100,6 +111,32 @@ class UntilRecord:
     satisfied: float
 
 
+@dataclass
+class Launch:
+    """One hardware-layer launch as the host drove it: `start` the first OP_ENABLE write,
+    `interrupt` the last interrupt the host waited for before the next launch, `detected` when the
+    host saw it, `next_start` the next launch's first OP_ENABLE (None for the last); `writes`
+    register writes the host issued between `detected` and `next_start`, of which `hidden` were
+    written ahead while the layer ran (ping-pong groups)."""
+    start: float
+    interrupt: float | None = None
+    detected: float | None = None
+    next_start: float | None = None
+    writes: int = 0
+    ahead_writes: int = 0
+    interrupts: int = 0
+
+    @property
+    def compute_cycles(self) -> float | None:
+        return None if self.interrupt is None else self.interrupt - self.start
+
+    @property
+    def changeover_cycles(self) -> float | None:
+        if self.next_start is None or self.interrupt is None:
+            return None
+        return self.next_start - self.interrupt
+
+
 def _label(where, fallback: str) -> str:
     """A txn check's name: `input.txn:LINE` (the folder names the test)."""
     return f"{Path(where.file).name}:{where.line}" if where is not None else fallback
@@ -108,8 +145,11 @@ def _label(where, fallback: str) -> str:
 class Engine:
     def __init__(self, hw: HardwareConfig, memory: MemoryProfile | str = "rtl_testbench",
                  clock_mhz: float = 1000.0, timing: dict | None = None,
-                 cvsram_memory: MemoryProfile | str | None = None, compute_values: bool = True):
+                 cvsram_memory: MemoryProfile | str | None = None, compute_values: bool = True,
+                 host="auto"):
         """`timing`: overrides of timing/params.yaml (section -> name -> value).
+        `host`: a host profile (name, path, mapping or HostProfile) timing the layer changeovers;
+        "auto" (default) the one the memory profile names, None none (sync_waits cost nothing).
         `cvsram_memory`: the CVIF's profile (default: the same as `memory`).
         `compute_values` False: timing only -- units skip their kernels and memory accesses and
         memory images are not placed (the timing processes never depend on values)."""
@@ -123,6 +163,16 @@ class Engine:
         cvsram_profile = self.memory_profile if cvsram_memory is None else \
             cvsram_memory if isinstance(cvsram_memory, MemoryProfile) else \
             load_memory_profile(cvsram_memory)
+        if host == "auto":
+            host = self.memory_profile.host
+        from ..host.profile import load_host_profile
+        self.host = load_host_profile(host) if host is not None else None
+        self._serviced: set[str] = set()       # sync ids whose interrupt the host has serviced
+        self._poll_start: float | None = None  # the host's poll loop started here
+        self._changeover = False               # between a serviced interrupt and the next OP_ENABLE
+        self._driver_due = False               # the driver's per-layer work is still to be paid
+        self._ahead = 0                        # writes issued ahead for the coming launch
+        self.launches: list[Launch] = []
         self.activity = ActivityLog()
         self.timing = TimingModel(self, timing)
         outstanding = self.timing.params.dma.mcif_outstanding_reads
@@ -138,6 +188,7 @@ class Engine:
         self.memory = MemorySystem(has_secondary=hw.secondary_memif is not None)
         self.glb = Glb(self.env, self.regs)
         self.first_op_enable: float | None = None
+        self._fired: dict[str, simpy.Event] = {}    # sync ids of earlier pieces
         self.first_write: float | None = None
         self._current = None            # the program command the CSB master is executing
         self._channels: dict[str, simpy.Store] = {}
@@ -160,6 +211,9 @@ class Engine:
         (each piece waits for the interrupts it armed); `summarize` False skips the per-unit and
         memory summaries, which cover the whole log so far."""
         result = RunResult(program.name)
+        if self.host is not None and self.host.program_ahead:
+            from ..host.changeover import program_ahead
+            program = program_ahead(program)
         master = self.env.process(self._csb_master(program, result))
         try:
             self.env.run(until=master)
@@ -192,6 +246,7 @@ class Engine:
                 f"interrupt never raised ({'; '.join(waiting) or 'no unit is running'})") from None
         self.timing.finish()
         result.engine = self
+        result.launches = list(self.launches)
         if not summarize:
             return result
         result.unit_stats = self.unit_summary(result.cycles)
@@ -270,6 +325,9 @@ class Engine:
             if isinstance(cmd, RegWrite):
                 if self.first_write is None:
                     self.first_write = env.now
+                if self.host is not None:
+                    yield from self._host_write(cmd)
+                    continue
                 if slow_wait > 0 and self._slow_csb_target(cmd.addr):
                     yield env.timeout(slow_wait)    # the unit's CSB port is not ready yet
                 self._write(cmd)
@@ -308,9 +366,13 @@ class Engine:
             elif isinstance(cmd, SyncWait):
                 event = waits.get(cmd.sync_id)
                 if event is None:
+                    event = self._fired.get(cmd.sync_id)    # armed by an earlier piece
+                if event is None:
                     raise NvdlaSimError(f"{cmd.where}: sync_wait on '{cmd.sync_id}' that no "
                                         "intr_notify armed")
-                if not event.processed:
+                if self.host is not None:
+                    yield from self._host_service(cmd.sync_id, event)
+                elif not event.processed:
                     yield event
             elif isinstance(cmd, ReadReg):
                 result.host_reads += cmd.warn_only
@@ -343,6 +405,9 @@ class Engine:
                     pending_checks.setdefault(cmd.sync_id, []).append(cmd)
         if waits:
             yield simpy.AllOf(env, list(waits.values()))
+        self._fired.update(waits)
+        if self.launches and self.launches[-1].interrupt is None:
+            self.launches[-1].interrupt = max(e.value for e in waits.values()) if waits else None
         self._current = None
         start = self.first_op_enable if self.first_op_enable is not None else 0.0
         end = last_intr[0]
@@ -357,6 +422,90 @@ class Engine:
             first = self.first_write if self.first_write is not None else 0.0
             last = self.glb.raised[-1][0] if self.glb.raised else stream_end[0]
             result.cycles = max(0.0, last - first)
+
+    # -- the host between layers ---------------------------------------------------------------
+    def _is_op_enable(self, cmd: RegWrite) -> bool:
+        return cmd.name.endswith("D_OP_ENABLE") and bool(cmd.value & 1)
+
+    def _host_write(self, cmd: RegWrite):
+        """Generator: one register write issued by the host.  OP_ENABLE writes keep the calibrated
+        CSB spacing (1 cycle, 2 into the convolution core); programming writes stream through the
+        CSB request FIFO at its sustained rate (params.yaml csb.program_*); the CPU's own cost per
+        write is the floor of both."""
+        env, csb, host = self.env, self.timing.params.csb, self.host
+        cpu = host.cycles("register_write", self.clock_mhz)
+        if self._driver_due:
+            # the driver's scheduler picks the next operation before writing it
+            self._driver_due = False
+            yield env.timeout(host.cycles("driver_per_layer", self.clock_mhz))
+        slow = self._slow_csb_target(cmd.addr)
+        block = csb.slow_write_interval_cycles if slow else csb.write_interval_cycles
+        if self._is_op_enable(cmd):
+            if slow and csb.slow_write_interval_cycles > csb.write_interval_cycles:
+                yield env.timeout(csb.slow_write_interval_cycles - csb.write_interval_cycles)
+            if self._changeover or not self.launches:
+                self._new_launch()
+            self._write(cmd)
+            yield env.timeout(max(csb.write_interval_cycles, cpu))
+            return
+        program = csb.program_fifo_round_trip_cycles / csb.program_fifo_depth
+        if self._changeover:
+            self.launches[-1].writes += 1
+        elif self.launches and self.launches[-1].interrupt is None:
+            self._ahead += 1              # written while the current layer runs
+        self._write(cmd)
+        yield env.timeout(max(block, program, cpu))
+
+    def _new_launch(self) -> None:
+        now = self.env.now
+        if self.launches:
+            self.launches[-1].next_start = now
+        self.launches.append(Launch(now, ahead_writes=self._ahead))
+        self._ahead = 0
+        self._changeover = False
+        self._poll_start = None
+
+    def _host_service(self, sync_id: str, event: simpy.Event):
+        """Generator: the host waits for the interrupt of `sync_id`, learns of it as its profile
+        says, and clears the status bit; one sync point per poll round (the testbench fires the
+        first sync point whose bits it finds set, then clears it before polling again)."""
+        if sync_id in self._serviced:
+            return
+        env, host = self.env, self.host
+        if self._poll_start is None:
+            self._poll_start = env.now
+        if not event.processed:
+            yield event
+        raised = float(event.value)
+        if host.interrupt == "poll":
+            period = host.cycles("poll_period", self.clock_mhz)
+            response = host.cycles("poll_response", self.clock_mhz)
+            rounds = max(1, math.ceil((raised + response - self._poll_start) / period))
+            seen = self._poll_start + rounds * period
+            reads = 0.0
+        else:
+            seen = raised + host.cycles("interrupt_latency", self.clock_mhz)
+            # the handler reads S_INTR_MASK and S_INTR_STATUS
+            reads = 2 * host.cycles("register_read", self.clock_mhz)
+        if seen > env.now:
+            yield env.timeout(seen - env.now)
+        if reads:
+            yield env.timeout(reads)
+        self._serviced.add(sync_id)
+        if self.launches:
+            launch = self.launches[-1]
+            launch.interrupts += 1
+            if launch.interrupt is None or raised >= launch.interrupt:
+                launch.interrupt, launch.detected = raised, env.now
+        self._changeover = True
+        self._driver_due = True
+        # the W1C write of the status bits (its effect on the GLB happened when the wait fired)
+        csb = self.timing.params.csb
+        yield env.timeout(max(csb.program_fifo_round_trip_cycles / csb.program_fifo_depth,
+                              host.cycles("register_write", self.clock_mhz)))
+        if self.launches:
+            self.launches[-1].writes += 1
+        self._poll_start = env.now
 
     def _write(self, cmd: RegWrite) -> None:
         try:

@@ -34,12 +34,32 @@ class MemoryProfile:
     # The cap is shared by reads and writes (a DRAM has one data bus; the NVDLA performance
     # estimator's "10 GB/s" is read + write); False: each direction gets the whole cap.
     shared_bandwidth: bool = True
+    # DRAM costs stated as parameters (0: none; read_latency_cycles is then a row hit):
+    # a fraction of requests finds its row closed and pays row_miss_cycles more (tRP + tRCD), and
+    # every refresh_interval_cycles (tREFI) the device is busy for refresh_cycles (tRFC).
+    row_miss_fraction: float = 0.0
+    row_miss_cycles: float = 0.0
+    refresh_interval_cycles: float = 0.0
+    refresh_cycles: float = 0.0
+    host: str | None = None     # the host profile of the same platform (nvdla_sim/host/profiles)
+
+    def effective_read_latency(self) -> float:
+        """Mean read latency: the row-hit latency, the expected row-miss cost and the mean wait of
+        a request that arrives during a refresh."""
+        return (self.read_latency_cycles + self.row_miss_fraction * self.row_miss_cycles
+                + self.refresh_busy_fraction() * self.refresh_cycles / 2)
+
+    def refresh_busy_fraction(self) -> float:
+        if not self.refresh_interval_cycles:
+            return 0.0
+        return min(1.0, self.refresh_cycles / self.refresh_interval_cycles)
 
     def bytes_per_cycle_cap(self, clock_mhz: float) -> float | None:
         """The GB/s cap in bytes per core cycle (None = uncapped)."""
         if not self.bandwidth_gbps:
             return None
-        return self.bandwidth_gbps * 1e9 / (clock_mhz * 1e6)
+        # refresh takes the device off the bus for tRFC of every tREFI
+        return self.bandwidth_gbps * 1e9 / (clock_mhz * 1e6) * (1 - self.refresh_busy_fraction())
 
 
 def profile_names() -> list[str]:
@@ -80,6 +100,20 @@ def load_memory_profile(spec: str | Path | dict) -> MemoryProfile:
     if not isinstance(data.get("shared_bandwidth", True), bool):
         raise NvdlaSimError(f"{where}shared_bandwidth: must be true or false, got "
                             f"{data['shared_bandwidth']!r}")
+    for key in ("row_miss_cycles", "refresh_interval_cycles", "refresh_cycles"):
+        v = data.get(key, 0.0)
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or v < 0:
+            raise NvdlaSimError(f"{where}{key}: must be >= 0, got {v!r}")
+    v = data.get("row_miss_fraction", 0.0)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v <= 1:
+        raise NvdlaSimError(f"{where}row_miss_fraction: must be between 0 and 1, got {v!r}")
+    if data.get("refresh_cycles") and not data.get("refresh_interval_cycles"):
+        raise NvdlaSimError(f"{where}refresh_cycles: needs refresh_interval_cycles (tREFI) too")
+    if data.get("refresh_interval_cycles") and \
+            data.get("refresh_cycles", 0) >= data["refresh_interval_cycles"]:
+        raise NvdlaSimError(f"{where}refresh_cycles: must be shorter than refresh_interval_cycles")
+    if data.get("host") is not None and not isinstance(data["host"], str):
+        raise NvdlaSimError(f"{where}host: must be a host profile name, got {data['host']!r}")
     for key in ("max_outstanding_reads", "bandwidth_gbps"):
         v = data.get(key)
         if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool) or v <= 0):
@@ -126,6 +160,7 @@ class MemoryInterface:
         self.bus_bytes_per_cycle = min(width_bytes, cap) if cap else width_bytes
         # A cap shared by both directions: the memory's own data bus, booked by reads and writes.
         self.shared_bytes_per_cycle = cap if cap and profile.shared_bandwidth else None
+        self.read_latency = profile.effective_read_latency()
         self._memory_free = 0.0
         self._port_free = {"read": 0.0, "write": 0.0}
         self._bus_free = {"read": 0.0, "write": 0.0}
@@ -150,7 +185,7 @@ class MemoryInterface:
         data_cycles = nbytes / self.bus_bytes_per_cycle
         req_cycles = data_cycles / n_req
         if direction == "read":
-            interval, latency = p.read_request_interval_cycles, p.read_latency_cycles
+            interval, latency = p.read_request_interval_cycles, self.read_latency
             limits = self.outstanding_limits + ([outstanding] if outstanding else [])
             if limits:
                 # A request holds its slot from acceptance to its last beat.
