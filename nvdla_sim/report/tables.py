@@ -187,6 +187,7 @@ def build_report(prep, result: PlanResult | None, values: dict | None = None) ->
         rep.estimator_ms = ESTIMATOR_MS.get(scn.network.builtin)   # its figures are for 2048 MACs
     from ..energy.report import attach_energy
     attach_energy(rep, prep, result)
+    attach_host(rep, prep, result)          # hardware vs end-to-end time (nvdla_sim/host)
     return rep
 
 
@@ -237,11 +238,13 @@ def format_console(rep: Report) -> str:
         lines.append(f"{ESTIMATOR_CONFIG}: {rep.estimator_ms} ms" + vs)
     from ..energy.report import console_lines
     lines += console_lines(rep)
+    lines += host_lines(rep)
     return "\n".join(lines)
 
 
 CSV_COLUMNS = ("layer", "device", "kinds", "hw_layers", "precision", "macs", "cycles", "mac_util",
                "dram_bytes", "bound", "sqnr_db", "max_abs_err", "note")
+from ..host.end_to_end import attach_host, host_lines  # noqa: E402
 from ..energy.report import CSV_COLUMNS as _ENERGY_COLUMNS, csv_values as _energy_values  # noqa: E402
 CSV_COLUMNS += _ENERGY_COLUMNS
 
