@@ -255,8 +255,8 @@ def test_conv_counts_match_an_independent_count(lenet):
         weight_reads = blocks * positions * stripes * math.ceil(
             kernels * hw.atomic_c / hw.cbuf.bank_width_bytes) if groups == 1 else None
         got = layer_counts(hw, plan, layer, None)
-        assert got["mac"] == c.macs
-        assert got["cacc_add"] == blocks * positions * pixels * c.out_channels
+        assert got["mac.INT8"] == c.macs
+        assert got["cacc_add.INT8"] == blocks * positions * pixels * c.out_channels
         if weight_reads is not None:
             assert got["cbuf_read"] == atomic_ops + weight_reads
         written = c.in_channels * c.in_h * c.in_w + c.out_channels * c.in_channels * positions
@@ -272,7 +272,7 @@ def test_event_prices_come_from_cacti_and_the_table(lenet):
     cb = sram_cost(SramGeometry("CBUF", hw.cbuf.banks * hw.cbuf.bank_depth,
                                 hw.cbuf.bank_width_bytes, banks=hw.cbuf.banks), 28)
     assert m.pj["cbuf_read"] == cb.read_pj and m.pj["cbuf_write"] == cb.write_pj
-    assert m.pj["mac"] == pytest.approx(load_table().mac_pj("INT8", 28))
+    assert m.pj["mac.INT8"] == pytest.approx(load_table().mac_pj("INT8", 28))
     assert m.pj["dram_bit"] == 15.0
     assert rep.energy["pj_per_event"] == m.pj
     assert m.area["total_mm2"] == pytest.approx(m.area["sram_mm2"] + m.area["logic_mm2"])
@@ -281,13 +281,17 @@ def test_event_prices_come_from_cacti_and_the_table(lenet):
 @needs_cacti
 def test_16bit_precisions_charge_their_macs(tmp_path):
     hw = load_hardware("nv_full")
-    m8, m16, mf = (build_model(hw, dt, 1000.0) for dt in (INT8, INT16,
-                                                           FP16))
-    assert m8.pj["mac"] < m16.pj["mac"] < mf.pj["mac"]
-    assert m16.pj["cacc_abuf_read"] != m8.pj["cacc_abuf_read"]   # the 48-bit assembly macros
+    m = build_model(hw, (INT8, INT16, FP16), 1000.0)
+    assert m.pj["mac.INT8"] < m.pj["mac.INT16"] < m.pj["mac.FP16"]
+    assert m.pj["cacc_abuf_read.INT16"] != m.pj["cacc_abuf_read.INT8"]   # 48-bit assembly macros
+    assert m.pj["cacc_abuf_read.INT16"] == m.pj["cacc_abuf_read.FP16"]
+    with pytest.raises(NvdlaSimError, match="nv_large has no INT16 datapath"):
+        build_model(load_hardware("nv_large"), INT16, 1000.0)
     prep, rep = _run(tmp_path, "lenet5_nv_full_fp16", mode="timing")
-    assert rep.energy["precision"] == "FP16" and rep.energy_mj > 0
-    assert rep.energy["operators"]["mac"] == "fp_mult_16+fp_add_32"
+    assert "FP16" in rep.energy["precisions"] and rep.energy_mj > 0
+    assert rep.energy["operators"]["mac.FP16"] == "fp_mult_16+fp_add_32"
+    counts = [r.energy["counts"] for r in rep.rows if r.energy and r.macs]
+    assert counts and all("mac.FP16" in c and "mac.INT8" not in c for c in counts)
 
 
 @needs_cacti

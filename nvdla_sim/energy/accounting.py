@@ -27,12 +27,18 @@ from dataclasses import dataclass, field
 
 from ..compiler.hwlayers import HwLayer, HwPlan, LayerTiming
 from ..timing.conv import csc_geometry
-from .model import COMPONENT_OF, COMPONENTS, EnergyModel
+from .model import COMPONENTS, EnergyModel, component_of, event_key
 
 
 def _add(d: dict, key: str, v: float) -> None:
     if v:
         d[key] = d.get(key, 0) + v
+
+
+def layer_dtype(plan: HwPlan, layer: HwLayer):
+    """The precision a hardware layer computes in (per layer when the plan mixes them)."""
+    f = getattr(plan, "layer_dtype", None)
+    return f(layer) if f is not None else plan.dtype
 
 
 def _is_image(plan: HwPlan, layer: HwLayer) -> bool:
@@ -45,7 +51,8 @@ def _is_image(plan: HwPlan, layer: HwLayer) -> bool:
 def conv_counts(hw, plan: HwPlan, layer: HwLayer, timing: LayerTiming | None,
                 out: dict) -> None:
     c = layer.conv
-    elem = plan.dtype.bytes
+    dt = layer_dtype(plan, layer)
+    elem = dt.bytes
     entry = hw.cbuf.bank_width_bytes
     group = hw.atomic_k // elem
     image = _is_image(plan, layer)
@@ -64,11 +71,11 @@ def conv_counts(hw, plan: HwPlan, layer: HwLayer, timing: LayerTiming | None,
         read = timing.dram_read_bytes + timing.cvsram_read_bytes
         fetched = max(fetched, read - sdp_operand_bytes(plan, layer))
     _add(out, "cbuf_write", math.ceil(fetched / entry))
-    _add(out, "mac", c.macs)
-    _add(out, "cacc_add", geom.packages * sum(geom.stripes) * sum(geom.group_kernels))
+    _add(out, event_key("mac", dt), c.macs)
+    _add(out, event_key("cacc_add", dt), geom.packages * sum(geom.stripes) * sum(geom.group_kernels))
     halves = 2 if elem == 1 else 1
-    _add(out, "cacc_abuf_read", atomic_ops * halves)
-    _add(out, "cacc_abuf_write", atomic_ops * halves)
+    _add(out, event_key("cacc_abuf_read", dt), atomic_ops * halves)
+    _add(out, event_key("cacc_abuf_write", dt), atomic_ops * halves)
     out_atoms = sum(geom.stripes) * len(geom.group_kernels)
     _add(out, "cacc_dbuf_write", out_atoms * halves)
     _add(out, "cacc_dbuf_read", out_atoms * halves)
@@ -80,10 +87,10 @@ def sdp_operand_bytes(plan: HwPlan, layer: HwLayer) -> int:
         return 0
     s = layer.sdp
     n = sum(1 for p in s.post_ops if p.operand is not None)
-    return n * s.channels * s.h * s.w * plan.dtype.bytes
+    return n * s.channels * s.h * s.w * layer_dtype(plan, layer).bytes
 
 
-def sdp_counts(layer: HwLayer, out: dict) -> None:
+def sdp_counts(layer: HwLayer, dt, out: dict) -> None:
     s = layer.sdp
     elems = s.channels * s.h * s.w
     adds = mults = 1                            # output converter: multiply + add (shift/offset)
@@ -93,26 +100,26 @@ def sdp_counts(layer: HwLayer, out: dict) -> None:
         if st.lut:
             adds += 1
             mults += 1
-    _add(out, "sdp_add", elems * adds)
-    _add(out, "sdp_mult", elems * mults)
+    _add(out, event_key("sdp_add", dt), elems * adds)
+    _add(out, event_key("sdp_mult", dt), elems * mults)
 
 
-def pdp_counts(hw, layer: HwLayer, out: dict) -> None:
+def pdp_counts(hw, layer: HwLayer, dt, out: dict) -> None:
     p = layer.pdp
     outs = p.channels * p.out_h * p.out_w
-    _add(out, "pdp_add", outs * p.kernel[0] * p.kernel[1])
+    _add(out, event_key("pdp_add", dt), outs * p.kernel[0] * p.kernel[1])
     if p.method == "avg":
-        _add(out, "pdp_mult", outs)
+        _add(out, event_key("pdp_mult", dt), outs)
     lines = math.ceil(p.channels * p.in_h * p.in_w / hw.pdp_throughput)
     _add(out, "pdp_lbuf_read", lines)
     _add(out, "pdp_lbuf_write", lines)
 
 
-def cdp_counts(layer: HwLayer, out: dict) -> None:
+def cdp_counts(layer: HwLayer, dt, out: dict) -> None:
     c = layer.cdp
     elems = c.channels * c.h * c.w
-    _add(out, "cdp_mult", elems * (c.size + 2))
-    _add(out, "cdp_add", elems * (c.size + 1))
+    _add(out, event_key("cdp_mult", dt), elems * (c.size + 2))
+    _add(out, event_key("cdp_add", dt), elems * (c.size + 1))
 
 
 def layer_counts(hw, plan: HwPlan, layer: HwLayer, timing: LayerTiming | None) -> dict:
@@ -126,12 +133,13 @@ def layer_counts(hw, plan: HwPlan, layer: HwLayer, timing: LayerTiming | None) -
             _add(out, "cvsram_write", math.ceil(timing.cvsram_write_bytes / w))
     if layer.conv is not None:
         conv_counts(hw, plan, layer, timing, out)
+    dt = layer_dtype(plan, layer)
     if layer.sdp is not None:
-        sdp_counts(layer, out)
+        sdp_counts(layer, dt, out)
     if layer.pdp is not None:
-        pdp_counts(hw, layer, out)
+        pdp_counts(hw, layer, dt, out)
     if layer.cdp is not None:
-        cdp_counts(layer, out)
+        cdp_counts(layer, dt, out)
     return out
 
 
@@ -143,7 +151,7 @@ def price(counts: dict, pj: dict) -> dict[str, float]:
             if n:
                 raise KeyError(f"no energy for event '{key}'")
             continue
-        out[COMPONENT_OF[key]] += n * pj[key]
+        out[component_of(key)] += n * pj[key]
     return out
 
 

@@ -5,8 +5,9 @@
   - the SRAM macros (`sram_macros`): the CBUF (banked), the CVSRAM, the CACC assembly and delivery
     buffers and the PDP line buffer, each priced by CACTI (cacti.py);
   - `pj`: picojoules per counted event (the keys `accounting.py` counts), e.g. `cbuf_read` one
-    CBUF entry read, `mac` one multiply-accumulate in the run's precision, `dram_bit` one bit
-    over the DRAM interface, `leak_cycle` one clock cycle of the whole accelerator's leakage.
+    CBUF entry read, `dram_bit` one bit over the DRAM interface, `leak_cycle` one clock cycle of
+    the whole accelerator's leakage; events whose cost depends on the precision carry it:
+    `mac.INT8`, `mac.FP16`, `sdp_mult.INT16`... for every precision the configuration has.
 Every figure is CACTI's or comes from the constants of constants.yaml (docs/energy.md).
 """
 from __future__ import annotations
@@ -28,6 +29,17 @@ COMPONENT_OF = {
     "leak_cycle": "leakage",
 }
 COMPONENTS = ("DRAM", "CVSRAM", "CBUF", "MAC", "CACC", "SDP", "PDP", "CDP", "leakage")
+PER_PRECISION = ("mac", "cacc_add", "cacc_abuf_read", "cacc_abuf_write", "sdp_add", "sdp_mult",
+                 "pdp_add", "pdp_mult", "cdp_add", "cdp_mult")
+
+
+def event_key(event: str, dtype: DataType) -> str:
+    """The priced key of an event in a precision (`mac` -> `mac.INT8`)."""
+    return f"{event}.{dtype.name}" if event in PER_PRECISION else event
+
+
+def component_of(key: str) -> str:
+    return COMPONENT_OF[key.split(".")[0]]
 
 # CACC accumulator bits per kernel (NVDLA v1 RTL: INT8 partial sums 34 bits, INT16/FP16 48 bits,
 # from the assembly-buffer macro widths 544 = 16 x 34 and 768 = 16 x 48 of nvdlav1
@@ -57,7 +69,7 @@ class Macro:
 @dataclass
 class EnergyModel:
     node_nm: float
-    precision: str
+    precisions: tuple                  # the DataType names priced
     clock_mhz: float
     table: EnergyTable
     dram_type: str
@@ -76,7 +88,7 @@ class EnergyModel:
         return self.sram_leakage_mw + self.logic_leakage_mw
 
     def as_dict(self) -> dict:
-        return {"technology_nm": self.node_nm, "precision": self.precision,
+        return {"technology_nm": self.node_nm, "precisions": list(self.precisions),
                 "dram_type": self.dram_type, "table": self.table.source,
                 "pj_per_event": dict(self.pj), "operators": dict(self.op_of),
                 "leakage_mw": self.leakage_mw, "sram_leakage_mw": self.sram_leakage_mw,
@@ -125,31 +137,41 @@ def logic_ops(dtype: DataType) -> dict[str, str]:
     }
 
 
-def build_model(hw, dtype: DataType, clock_mhz: float, dram_profile: str = "dram",
+def build_model(hw, dtypes, clock_mhz: float, dram_profile: str = "dram",
                 cvsram_bytes: int = 0, table: EnergyTable | None = None) -> EnergyModel:
+    """The model pricing the precisions `dtypes` (a DataType or several) on `hw`."""
     from .area import area_breakdown
+    dtypes = (dtypes,) if isinstance(dtypes, DataType) else tuple(dict.fromkeys(dtypes))
     table = table or load_table(hw.energy_table)
     node = hw.technology_nm
-    m = EnergyModel(node, dtype.name, clock_mhz, table, table.dram_kind(dram_profile))
+    m = EnergyModel(node, tuple(d.name for d in dtypes), clock_mhz, table,
+                    table.dram_kind(dram_profile))
     for geom in sram_macros(hw, cvsram_bytes):
         m.macros[geom.name] = Macro(geom, sram_cost(geom, node, table.sram_cell))
     cbuf = m.macros["CBUF"].cost
     pj = {"dram_bit": table.dram_pj_bit(dram_profile),
-          "cbuf_read": cbuf.read_pj, "cbuf_write": cbuf.write_pj,
-          "mac": table.mac_pj(dtype.name, node)}
+          "cbuf_read": cbuf.read_pj, "cbuf_write": cbuf.write_pj}
     if "CVSRAM" in m.macros:
         pj["cvsram_read"] = m.macros["CVSRAM"].cost.read_pj
         pj["cvsram_write"] = m.macros["CVSRAM"].cost.write_pj
-    abuf = m.macros["CACC assembly 16-bit" if dtype.bytes == 2 else "CACC assembly INT8"].cost
-    pj["cacc_abuf_read"], pj["cacc_abuf_write"] = abuf.read_pj, abuf.write_pj
     dbuf = m.macros["CACC delivery"].cost
     pj["cacc_dbuf_read"], pj["cacc_dbuf_write"] = dbuf.read_pj, dbuf.write_pj
     lbuf = m.macros["PDP line buffer"].cost
     pj["pdp_lbuf_read"], pj["pdp_lbuf_write"] = lbuf.read_pj, lbuf.write_pj
-    m.op_of = logic_ops(dtype)
-    m.op_of["mac"] = "+".join(table.mac_ops(dtype.name))
-    for event, op in logic_ops(dtype).items():
-        pj[event] = table.energy_pj(op, node)
+    for dtype in dtypes:
+        name = "CACC assembly 16-bit" if dtype.bytes == 2 else "CACC assembly INT8"
+        if name not in m.macros:
+            from ..errors import NvdlaSimError
+            raise NvdlaSimError(f"energy: {hw.name} has no {dtype.name} datapath (data_types)")
+        abuf = m.macros[name].cost
+        pj[event_key("cacc_abuf_read", dtype)] = abuf.read_pj
+        pj[event_key("cacc_abuf_write", dtype)] = abuf.write_pj
+        ops = {"mac": "+".join(table.mac_ops(dtype.name)), **logic_ops(dtype)}
+        for event, op in ops.items():
+            key = event_key(event, dtype)
+            m.op_of[key] = op
+            pj[key] = (table.mac_pj(dtype.name, node) if event == "mac"
+                       else table.energy_pj(op, node))
     m.area = area_breakdown(hw, table, m.macros)
     density = table.logic_leakage_mw_per_mm2
     if density is None:        # CACTI's leakage per mm^2 of the CBUF array, same device family

@@ -10,14 +10,16 @@ Energy in report.json recomputes as sum(counts[k] * energy.pj_per_event[k]) per 
 """
 from __future__ import annotations
 
-from .accounting import RunEnergy, run_energy
+from .accounting import RunEnergy, layer_dtype, run_energy
 from .cacti import CactiUnavailable
 from .model import COMPONENTS, build_model
 
 
 def energy_of(prep, result) -> RunEnergy:
     scn = prep.scenario
-    model = build_model(scn.hardware, prep.plan.dtype, scn.clock_mhz, scn.memory.dram.name,
+    plan = prep.plan
+    dtypes = [plan.dtype] + [layer_dtype(plan, layer) for layer in plan.layers if layer.on_dla]
+    model = build_model(scn.hardware, dtypes, scn.clock_mhz, scn.memory.dram.name,
                         scn.memory.cvsram_bytes)
     return run_energy(model, prep.plan, result.layers, result.total_cycles)
 

@@ -150,7 +150,9 @@ def _front_plot(rows: list[dict], path: Path, title: str, y: str, ylabel: str, w
     for ax, (net, rs) in zip(axes, nets.items()):
         varying = _varying(rs, ("network",), extra)
         sized = [c for c in varying if c in AREA_COLUMNS]
-        others = [c for c in varying if c not in AREA_COLUMNS]
+        # Latency: a front per memory/clock combination (bandwidth costs no area).  Energy hardly
+        # depends on them (leakage only), so one front over every point.
+        others = [c for c in varying if c not in AREA_COLUMNS] if what == "latency" else []
         for label, group in _series(rs, others, x).items():
             points = ax.plot([r[x] for r in group], [r[y] for r in group], "o", alpha=0.35)
             colour = points[0].get_color()
@@ -172,9 +174,10 @@ def _front_plot(rows: list[dict], path: Path, title: str, y: str, ylabel: str, w
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(net)
-        ax.set_ylim(bottom=0)
+        if what == "latency":
+            ax.set_ylim(bottom=0)
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7, loc="lower left")
+        ax.legend(fontsize=7, loc="lower left" if what == "latency" else "best")
     return _finish(plt, fig, path)
 
 
@@ -219,6 +222,7 @@ def plot_energy_vs_cbuf(rows: list[dict], path: Path, title: str) -> Path:
 def write_pareto_csv(rows: list[dict], path: Path) -> Path:
     """The points of the Pareto front over (ms, energy_mj, area_mm2), per network."""
     import csv
+    import json
     cols = ["network", "key", "params", "ms", "energy_mj", "area_mm2", "avg_power_mw", "edp",
             "cbuf_kib", "dram_bytes"]
     ok = [r for r in rows if r.get("status") == "ok"]
@@ -227,7 +231,9 @@ def write_pareto_csv(rows: list[dict], path: Path) -> Path:
         w.writerow(cols)
         for net, rs in _by_network(ok).items():
             for r in sorted(pareto_3d(rs), key=lambda r: r["area_mm2"]):
-                w.writerow(["" if r.get(c) is None else r.get(c) for c in cols])
+                w.writerow(["" if r.get(c) is None else
+                            json.dumps(r[c], sort_keys=True) if isinstance(r.get(c), dict) else r[c]
+                            for c in cols])
     return path
 
 
