@@ -393,9 +393,9 @@ def test_winograd_is_unsupported():
 @pytest.mark.parametrize("compute_values", [True, False], ids=["values", "timing-only"])
 def test_unmodelled_pixel_format_is_unsupported_in_both_modes(compute_values):
     cdma, csc, cacc, images = _feature_layer()
-    cdma["D_DATAIN_FORMAT"] = {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 2}      # a 16-bit format
+    cdma["D_DATAIN_FORMAT"] = {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 28}     # semi-planar YUV
     csc["D_DATAIN_FORMAT"] = {"DATAIN_FORMAT": 1}
-    with pytest.raises(UnsupportedError, match="PIXEL_FORMAT=2"):
+    with pytest.raises(UnsupportedError, match="PIXEL_FORMAT=28"):
         Engine(load_hardware("nv_small"), compute_values=compute_values).run(
             _conv_program(cdma, csc, cacc, images))
 

@@ -562,8 +562,8 @@ def test_fp16_timing_only_run():
 @pytest.mark.parametrize("dtype", [INT16, FP16], ids=["int16", "fp16"])
 def test_8bit_image_converted_to_16_bit_types(dtype):
     """A8R8G8B8 pixels (B,G,R,A in memory), means per element, scale 1000, truncate 1: INT16
-    saturates at 16 bits, FP16 rounds the 17-bit result to nearest even (65535 -> INF, which the
-    MACs read as 65536); a 2x2-pixel kernel over padded lines (one pad pixel left)."""
+    saturates at 16 bits, FP16 rounds the 17-bit result to nearest even, saturating at 65504
+    (the C model's FpIntToFloat); a 2x2-pixel kernel over padded lines (one pad pixel left)."""
     rng = np.random.default_rng(21 + dtype.code)
     h, w, k, r, s = 3, 3, 5, 2, 2
     raw = rng.integers(0, 256, (h, w, 4)).astype(np.uint8)
@@ -577,8 +577,10 @@ def test_8bit_image_converted_to_16_bit_types(dtype):
         pad = pad_bits - 0x10000
         wts = rng.integers(-300, 300, (k, 4 * s, r, 1)).astype(np.int16)
     else:
-        with np.errstate(over="ignore"):                        # 65520.. round to INF
-            px = fp16_values(np.clip(conv, -65536, 65535).astype(np.float16).view(np.uint16))
+        with np.errstate(over="ignore"):                        # 65520.. saturate at 65504
+            px16 = np.clip(conv, -65536, 65535).astype(np.float16)
+        px16 = np.where(np.isinf(px16), np.copysign(np.float16(65504), px16), px16)
+        px = fp16_values(px16.astype(np.float16).view(np.uint16))
         pad = 1.0
         wts = random_fp16(rng, (k, 4 * s, r, 1), 0, False)
     lines = np.full((h, (1 + w) * 4), pad, np.float64)

@@ -47,6 +47,7 @@ from nvfloat.pxd (cmac_fp16_dot, cacc_fp48_add, cacc_fp48_to_fp32):
 `conv_lines` on FP16 writes the accumulator's 48-bit pattern into its int64 output; the CACC stage
 (`accumulator_output_fp16`) turns it into FP32 bit patterns.
 """
+cimport cython
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from .fixedpoint cimport saturate, shift_right_round
 from . cimport nvfloat as nf
@@ -416,14 +417,23 @@ def convert_feature(const elem_t[:, :, ::1] cube, elem_t[:, :, ::1] out, int64_t
                         shift_right_round((cube[c, y, x] - offset) * scale, truncate), bits)
 
 
-def convert_pixels(const unsigned char[:, :, ::1] pixels, elem_t[:, :, ::1] out,
+ctypedef fused pixel_t:            # image components: 8-bit or 16-bit (10-bit ones widened)
+    unsigned char
+    unsigned short
+
+
+def convert_pixels(const pixel_t[:, :, ::1] pixels, elem_t[:, :, ::1] out,
                    const int64_t[::1] means, int64_t scale, int truncate, bint signed_input):
-    """CDMA image-input converter on (H, W, elements) bytes already in R,G,B,A order, to INT8,
-    INT16 or (int32 `out`) the 17-bit integer an FP16 output is rounded from:
-    sat(round((p - mean[element]) * scale / 2^truncate)); p unsigned unless `signed_input`."""
+    """CDMA image-input converter on (H, W, elements) 8- or 16-bit components already in
+    R,G,B,A order, to INT8, INT16 or (int32 `out`) the 17-bit integer an FP16 output is rounded
+    from: sat(round((p - mean[element]) * scale / 2^truncate)); p unsigned unless
+    `signed_input`."""
     cdef Py_ssize_t y, x, e
     cdef int64_t p
+    cdef int64_t half = 128
     cdef int bits = element_bits(<elem_t*>NULL)
+    if pixel_t is cython.ushort:
+        half = 32768
     if out.shape[0] != pixels.shape[0] or out.shape[1] != pixels.shape[1] or \
             out.shape[2] != pixels.shape[2]:
         raise ValueError("convert_pixels: shapes differ")
@@ -434,8 +444,8 @@ def convert_pixels(const unsigned char[:, :, ::1] pixels, elem_t[:, :, ::1] out,
             for x in range(pixels.shape[1]):
                 for e in range(pixels.shape[2]):
                     p = pixels[y, x, e]
-                    if signed_input and p >= 128:
-                        p -= 256
+                    if signed_input and p >= half:
+                        p -= 2 * half
                     out[y, x, e] = <elem_t>saturate(
                         shift_right_round((p - means[e]) * scale, truncate), bits)
 

@@ -12,8 +12,10 @@ the C model's converter does); image input (DATAIN_FORMAT = PIXEL) is read line 
 reordered so CBUF holds R,G,B,A (Y,U,V,A), converted with the per-element mean (MEAN_FORMAT) or
 CVT_OFFSET to INT8, INT16 or FP16 (the converter's 17-bit result rounded to nearest even; without
 CVT_EN a pixel byte enters a 16-bit lane sign-extended), and padded left and right with
-ZERO_PADDING_VALUE (INT8: its low byte; padding is never converted).  Only 8-bit pixel formats are
-modelled (16-bit and float pixel formats are unsupported).  Winograd input (CONV_MODE=WINOGRAD)
+ZERO_PADDING_VALUE (INT8: its low byte; padding is never converted).  Every single-plane
+pitch-linear pixel format is modelled: 8-bit, 16-bit (R10/R12/R16, A16B16G16R16, A16Y16U16V16,
+V16U16Y16A16), FP16 (R16_F, *_F: passed unconverted) and 10-bit packed (A2B10G10R10 and kin, each
+field MSB-aligned in 16 bits); semi-planar formats are not.  Winograd input (CONV_MODE=WINOGRAD)
 is padded and channel-extended by the stride as CBUF holds it (load_winograd).  Weights are copied
 verbatim; compressed weights (WEIGHT_FORMAT=COMPRESSED) are expanded from the WMB bit masks, WGS
 group sizes and the non-zero elements (decompress_weights) -- the timing fetches the compressed
@@ -33,6 +35,7 @@ import numpy as np
 from ..datatype import FP16, INT8, INT16, DataType, from_code, require_supported
 from ..errors import NvdlaSimError
 from ..kernels.conv import convert_feature, convert_pixels
+from ..kernels.nvfloat_py import int_to_fp16
 from ..layout import read_cube, surfaces
 from ..regs import GroupView
 from ..timing import conv as conv_timing
@@ -52,10 +55,29 @@ PIXEL_PITCH_LINEAR = 0
 class PixelLayout:
     name: str
     bytes_per_pixel: int
-    byte_order: tuple[int, ...]   # memory byte of each CBUF element (R,G,B,A or Y,U,V,A order)
+    byte_order: tuple[int, ...]   # memory element of each CBUF element (R,G,B,A or Y,U,V,A
+                                  # order), in units of element_bytes
+    element_bytes: int = 1        # 1: 8-bit, 2: 16-bit components
+    in_type: DataType = INT8      # IN_PRECISION the format needs (FP16: float components)
+    fields: tuple = ()            # 10-bit packed: (shift, bits) of each CBUF element in the
+                                  # 32-bit pixel, read MSB-aligned into 16 bits
+
+    @property
+    def elements(self) -> int:
+        return len(self.fields or self.byte_order)
 
 
-# PIXEL_FORMAT codes modelled (8-bit pitch-linear formats).
+def _p16(name: str, elements: tuple, in_type: DataType = INT16) -> PixelLayout:
+    return PixelLayout(name, 2 * len(elements), elements, 2, in_type)
+
+
+def _p10(name: str, fields: tuple) -> PixelLayout:
+    return PixelLayout(name, 4, (0, 1, 2, 3), 4, INT16, fields)
+
+
+# PIXEL_FORMAT codes modelled: the single-plane (packed) pitch-linear formats of the register map.
+# 16-bit components are unsigned unless PIXEL_SIGN_OVERRIDE (R16_I too, as the C model reads it);
+# the semi-planar Y___UV formats are not modelled.
 PIXEL_LAYOUTS = {
     0: PixelLayout("R8", 1, (0,)),
     12: PixelLayout("A8B8G8R8", 4, (0, 1, 2, 3)),
@@ -68,6 +90,18 @@ PIXEL_LAYOUTS = {
     27: PixelLayout("V8U8Y8A8", 4, (1, 2, 3, 0)),
     15: PixelLayout("R8G8B8A8", 4, (3, 2, 1, 0)),
     19: PixelLayout("R8G8B8X8", 4, (3, 2, 1, 0)),
+    1: _p16("R10", (0,)), 2: _p16("R12", (0,)), 3: _p16("R16", (0,)), 4: _p16("R16_I", (0,)),
+    5: _p16("R16_F", (0,), FP16),
+    6: _p16("A16B16G16R16", (0, 1, 2, 3)), 7: _p16("X16B16G16R16", (0, 1, 2, 3)),
+    8: _p16("A16B16G16R16_F", (0, 1, 2, 3), FP16),
+    9: _p16("A16Y16U16V16", (2, 1, 0, 3)), 11: _p16("A16Y16U16V16_F", (2, 1, 0, 3), FP16),
+    10: _p16("V16U16Y16A16", (1, 2, 3, 0)),
+    20: _p10("A2B10G10R10", ((0, 10), (10, 10), (20, 10), (30, 2))),
+    21: _p10("A2R10G10B10", ((20, 10), (10, 10), (0, 10), (30, 2))),
+    24: _p10("A2Y10U10V10", ((20, 10), (10, 10), (0, 10), (30, 2))),
+    22: _p10("B10G10R10A2", ((2, 10), (12, 10), (22, 10), (0, 2))),
+    25: _p10("V10U10Y10A2", ((2, 10), (12, 10), (22, 10), (0, 2))),
+    23: _p10("R10G10B10A2", ((22, 10), (12, 10), (2, 10), (0, 2))),
 }
 
 
@@ -416,52 +450,86 @@ class Cdma(Unit):
         code = view.field("D_DATAIN_FORMAT", "PIXEL_FORMAT")
         layout = PIXEL_LAYOUTS.get(code)
         if layout is None:
-            names = ", ".join(p.name for p in PIXEL_LAYOUTS.values())
-            raise self.unsupported(f"PIXEL_FORMAT={code}: only the 8-bit packed formats "
-                                   f"({names}) are modelled")
-        if view.field("D_MISC_CFG", "IN_PRECISION") != INT8.code:
-            raise NvdlaSimError(f"CDMA.D_MISC_CFG.IN_PRECISION: PIXEL_FORMAT={layout.name} is "
-                                "8-bit, so it must be INT8")
+            raise self.unsupported(f"PIXEL_FORMAT={code}: semi-planar (Y___UV) images are not "
+                                   "modelled, only single-plane pitch-linear formats")
+        in_type = from_code(view.field("D_MISC_CFG", "IN_PRECISION"),
+                            "CDMA.D_MISC_CFG.IN_PRECISION")
+        if in_type != layout.in_type:
+            raise NvdlaSimError(f"CDMA.D_MISC_CFG.IN_PRECISION: PIXEL_FORMAT={layout.name} "
+                                f"holds {layout.in_type} components, so it must be "
+                                f"{layout.in_type}")
         if view.field("D_DATAIN_FORMAT", "PIXEL_MAPPING") != PIXEL_PITCH_LINEAR:
             raise self.unsupported("PIXEL_MAPPING=RESERVED_LINEAR (only pitch-linear images)")
-        elements = len(layout.byte_order)
-        if channels != elements:
+        if channels != layout.elements:
             raise self.unsupported(f"DATAIN_CHANNEL={channels} with {layout.name} pixels "
-                                   f"({elements} elements each)")
+                                   f"({layout.elements} elements each)")
         return layout
+
+    def pixel_means(self, view: GroupView, elements: int) -> np.ndarray:
+        """Per-element means (MEAN_FORMAT: MEAN_RY, GU, BV, AX) or CVT_OFFSET for all."""
+        if view.field("D_MEAN_FORMAT", "MEAN_FORMAT"):
+            means = [view.sfield("D_MEAN_GLOBAL_0", "MEAN_RY"),
+                     view.sfield("D_MEAN_GLOBAL_0", "MEAN_GU"),
+                     view.sfield("D_MEAN_GLOBAL_1", "MEAN_BV"),
+                     view.sfield("D_MEAN_GLOBAL_1", "MEAN_AX")][:elements]
+        else:
+            means = [view.sfield("D_CVT_OFFSET", "CVT_OFFSET")] * elements
+        return np.array(means, np.int64)
 
     def read_pixels(self, view: GroupView, layout: PixelLayout, width: int, height: int,
                     x_offset: int, dtype: DataType) -> np.ndarray:
-        """CBUF image lines: the pixels read, converted, and padded left and right."""
-        elements = len(layout.byte_order)
-        pixel_bytes = read_pixel_lines(
-            self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE")),
-            view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0"), view.word("D_LINE_STRIDE"),
-            width, height, x_offset, layout)
-        if view.field("D_CVT_CFG", "CVT_EN"):
+        """CBUF image lines: the pixels read, converted, and padded left and right.
+
+        FP16 components pass unconverted (the C model's and RTL's converter bypasses FP16
+        input, means included), after NaN/INF counting and NAN_TO_ZERO.  Integer components
+        (unsigned, or signed with PIXEL_SIGN_OVERRIDE) with CVT_EN: sat(round((p - mean) *
+        scale / 2^truncate)) to INT8/INT16, or the 17-bit result to FP16 (nearest even,
+        saturating at +-65504); without CVT_EN a component's bits enter the lane (8-bit ones
+        sign-extended into 16-bit lanes, 16-bit ones cut to their low byte for INT8)."""
+        space = self.engine.memory.space(view.field("D_DAIN_RAM_TYPE", "DATAIN_RAM_TYPE"))
+        base = view.addr("D_DAIN_ADDR_LOW_0", "D_DAIN_ADDR_HIGH_0")
+        components = read_pixel_lines(space, base, view.word("D_LINE_STRIDE"), width, height,
+                                      x_offset, layout)
+        if layout.in_type == FP16:
+            self.count_pixel_specials(view, space, base, layout, width, height, x_offset)
+            bits = components
+            if view.field("D_NAN_FLUSH_TO_ZERO", "NAN_TO_ZERO"):
+                bits = np.where(fp16_nan_mask(bits), np.uint16(0), bits)
+            pixels = bits.view(np.float16)
+        elif view.field("D_CVT_CFG", "CVT_EN"):
             out_type = {INT8: np.int8, INT16: np.int16, FP16: np.int32}[dtype]
-            if view.field("D_MEAN_FORMAT", "MEAN_FORMAT"):
-                means = [view.sfield("D_MEAN_GLOBAL_0", "MEAN_RY"),
-                         view.sfield("D_MEAN_GLOBAL_0", "MEAN_GU"),
-                         view.sfield("D_MEAN_GLOBAL_1", "MEAN_BV"),
-                         view.sfield("D_MEAN_GLOBAL_1", "MEAN_AX")][:elements]
-            else:
-                means = [view.sfield("D_CVT_OFFSET", "CVT_OFFSET")] * elements
-            pixels = np.empty(pixel_bytes.shape, out_type)
-            convert_pixels(pixel_bytes, pixels, np.array(means, np.int64),
+            pixels = np.empty(components.shape, out_type)
+            convert_pixels(components, pixels, self.pixel_means(view, layout.elements),
                            view.sfield("D_CVT_SCALE", "CVT_SCALE"),
                            view.field("D_CVT_CFG", "CVT_TRUNCATE"),
                            bool(view.field("D_DATAIN_FORMAT", "PIXEL_SIGN_OVERRIDE")))
-            if dtype == FP16:             # int17 -> FP16: nearest even, beyond 65504 infinite
-                with np.errstate(over="ignore"):
-                    pixels = pixels.astype(np.float16)
-        else:
+            if dtype == FP16:             # the converter's int17 -> FP16 (one rule: nvfloat)
+                pixels = int_to_fp16(pixels.astype(np.int64), 17).view(np.float16)
+        elif layout.element_bytes == 1:
             # Unconverted 8-bit pixels enter a 16-bit lane sign-extended (their bits as FP16).
-            pixels = pixel_bytes.view(np.int8).astype(np.int16).view(dtype.numpy) \
-                if dtype.bytes == 2 else pixel_bytes.view(np.int8)
+            pixels = components.view(np.int8).astype(np.int16).view(dtype.numpy) \
+                if dtype.bytes == 2 else components.view(np.int8)
+        else:
+            pixels = components.view(np.int16).view(dtype.numpy) if dtype.bytes == 2 else \
+                (components & 0xFF).astype(np.uint8).view(np.int8)
         pad = pad_element(view.field("D_ZERO_PADDING_VALUE", "PAD_VALUE"), dtype)
         return pad_pixel_lines(pixels, view.field("D_ZERO_PADDING", "PAD_LEFT"),
                                view.field("D_ZERO_PADDING", "PAD_RIGHT"), pad)
+
+    def count_pixel_specials(self, view: GroupView, space, base: int, layout: PixelLayout,
+                             width: int, height: int, x_offset: int) -> None:
+        """FP16 images: NaN and INF elements from the first pixel (X offset) to the end of each
+        line's last 32-byte atom, as the C model counts them."""
+        atom = self.hw.memory_atomic_bytes
+        first = x_offset * layout.bytes_per_pixel
+        end = -(-(x_offset + width) * layout.bytes_per_pixel // atom) * atom
+        stride = view.word("D_LINE_STRIDE")
+        raw = space.read(base, (height - 1) * stride + end)
+        lines = np.stack([raw[y * stride + first:y * stride + end] for y in range(height)])
+        bits = np.ascontiguousarray(lines).view("<u2")
+        self.regs.set_word("D_NAN_INPUT_DATA_NUM", int(fp16_nan_mask(bits).sum()), view.group)
+        self.regs.set_word("D_INF_INPUT_DATA_NUM", int(((bits & 0x7FFF) == 0x7C00).sum()),
+                           view.group)
 
 
 def fp16_nan_mask(bits: np.ndarray) -> np.ndarray:
@@ -471,15 +539,24 @@ def fp16_nan_mask(bits: np.ndarray) -> np.ndarray:
 
 def read_pixel_lines(space, base: int, line_stride: int, width: int, height: int, x_offset: int,
                      layout: PixelLayout) -> np.ndarray:
-    """(H, W, elements) uint8: pixels x_offset.. of each line, bytes in CBUF element order."""
+    """(H, W, elements) components of pixels x_offset.. of each line in CBUF element order:
+    uint8 for 8-bit formats, uint16 for 16-bit ones and for 10-bit packed ones (each field
+    MSB-aligned in 16 bits, as the CDMA widens them)."""
     bpp = layout.bytes_per_pixel
     first = x_offset * bpp
     span = (height - 1) * line_stride + first + width * bpp
     raw = space.read(base, span)
     offsets = (np.arange(height, dtype=np.int64)[:, None, None] * line_stride + first
                + np.arange(width, dtype=np.int64)[None, :, None] * bpp
-               + np.array(layout.byte_order, dtype=np.int64)[None, None, :])
-    return np.ascontiguousarray(raw[offsets], dtype=np.uint8)
+               + np.arange(bpp, dtype=np.int64)[None, None, :])
+    pixels = np.ascontiguousarray(raw[offsets], dtype=np.uint8)          # (H, W, bpp)
+    if layout.fields:
+        word = pixels.view("<u4")[..., 0].astype(np.uint32)
+        return np.stack([((word >> shift) & ((1 << bits) - 1)) << (16 - bits)
+                         for shift, bits in layout.fields], axis=-1).astype(np.uint16)
+    if layout.element_bytes == 2:
+        pixels = pixels.view("<u2").astype(np.uint16)
+    return np.ascontiguousarray(pixels[..., list(layout.byte_order)])
 
 
 def pad_pixel_lines(pixels: np.ndarray, pad_left: int, pad_right: int,
