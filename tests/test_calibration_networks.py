@@ -1,0 +1,116 @@
+"""Compiled networks against the nv_small RTL (issue 16): each scenario of
+../shared/calibration/networks is compiled to a trace test (as `nvdla-sim compile --emit-cfg`),
+replayed as `nvdla-sim replay` does (memory rtl_testbench, whose host is the testbench's CSB
+master) and compared with the RTL's cycles in totals.csv and layers.csv.
+
+Asserted: every CRC check passes; every changeover listed in layers.csv within 15 %; the totals
+and layers that do not run the convolution shapes the pacing fix of issue 16 part B is about within
+3 % (total) and 5 % (layer).  The pacing-dependent totals and layers are reported by a skip naming
+the pending fix and the current ratio (docs/network-timing.md records them).
+"""
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+CALIBRATION = Path(os.environ.get("NVDLA_CALIBRATION", REPO.parent / "shared" / "calibration"))
+NETWORKS = CALIBRATION / "networks"
+PACING = ("convolution pacing (issue 16 part B: 1x1 convolutions over 64 channels and the "
+          "3x32x32 image-input 3x3 layer run ~10 % fast) pending")
+# (network, hardware layer) that run the shapes part B is about; None: the network's total.
+PENDING_PACING = {("smallcnn", None), ("smallcnn", "conv1"),
+                  ("conv3x3_3x32x32_16", None), ("conv3x3_3x32x32_16", "conv"),
+                  ("conv1x1_64x56x56_64", None), ("conv1x1_64x56x56_64", "conv_h0"),
+                  ("conv1x1_64x56x56_64", "conv_h1"),
+                  ("conv1x1_64x56x56_256", None), ("conv1x1_64x56x56_256", "conv_h0"),
+                  ("conv1x1_64x56x56_256", "conv_h1")}
+TOTAL_TOL, LAYER_TOL, CHANGEOVER_TOL = 0.03, 0.05, 0.15
+
+pytestmark = pytest.mark.skipif(not (NETWORKS / "totals.csv").is_file(),
+                                reason=f"{NETWORKS}/totals.csv not found (set NVDLA_CALIBRATION)")
+
+
+def _rows(name: str) -> list[dict]:
+    with open(NETWORKS / name) as f:
+        return list(csv.DictReader(f))
+
+
+def _networks() -> list[str]:
+    if not (NETWORKS / "totals.csv").is_file():
+        return []
+    return [r["network"] for r in _rows("totals.csv")]
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    """network -> the replay outcome of its compiled trace test (compiled once per module)."""
+    from nvdla_sim.compiler.lower import emit_trace
+    from nvdla_sim.config import load_hardware
+    from nvdla_sim.conformance import run_test
+    from nvdla_sim.engine.memif import load_memory_profile
+    from nvdla_sim.scenario.runner import context, prepare
+    from nvdla_sim.scenario.schema import load_scenario
+    out = {}
+    folder = tmp_path_factory.mktemp("networks")
+    for name in _networks():
+        scn = load_scenario(NETWORKS / f"{name}.yaml")
+        scn.mode = "values+timing"          # as --emit-cfg: memory images and CRCs
+        prep = prepare(scn)
+        path, _ = emit_trace(prep.plan, context(prep), folder, scn.name, scn.memory.dram)
+        out[name] = run_test(path.parent, load_hardware(scn.hardware.name),
+                             load_memory_profile("rtl_testbench"))
+    return out
+
+
+@pytest.mark.parametrize("network", _networks())
+def test_network_replays_and_checks(replayed, network):
+    outcome = replayed[network]
+    assert outcome.status == "pass", outcome.error
+    assert outcome.result.checks and all(c.passed for c in outcome.result.checks)
+
+
+@pytest.mark.parametrize("network", _networks())
+def test_changeovers_within_15_percent(replayed, network):
+    layers = [r for r in _rows("layers.csv") if r["network"] == network]
+    launches = replayed[network].result.launches
+    gaps = [(r, launch) for r, launch in zip(layers, launches) if r["rtl_gap_after"]]
+    if layers:
+        assert len(launches) == len(layers)
+    for r, launch in gaps:
+        rtl = int(r["rtl_gap_after"])
+        sim = launch.changeover_cycles
+        assert sim is not None
+        assert abs(sim / rtl - 1) <= CHANGEOVER_TOL, (network, r["hw_layer"], sim, rtl)
+        # the changeover is the host's: it saw the interrupt inside one poll round ...
+        assert 5 <= launch.detected - launch.interrupt < 5 + 36
+    if not gaps:
+        pytest.skip(f"{network}: one hardware layer, no changeover in layers.csv")
+
+
+@pytest.mark.parametrize("network", _networks())
+def test_layers_against_rtl(replayed, network):
+    layers = [r for r in _rows("layers.csv") if r["network"] == network]
+    launches = replayed[network].result.launches
+    pending = []
+    for r, launch in zip(layers, launches):
+        ratio = launch.compute_cycles / int(r["rtl_cycles"])
+        if (network, r["hw_layer"]) in PENDING_PACING:
+            pending.append(f"{r['hw_layer']} {ratio:.3f}")
+            continue
+        assert abs(ratio - 1) <= LAYER_TOL, (network, r["hw_layer"], launch.compute_cycles,
+                                            r["rtl_cycles"])
+    if pending:
+        pytest.skip(f"{network}: layers {', '.join(pending)} of the RTL's: {PACING}")
+
+
+@pytest.mark.parametrize("network", _networks())
+def test_total_against_rtl(replayed, network):
+    row = next(r for r in _rows("totals.csv") if r["network"] == network)
+    ratio = replayed[network].cycles / int(row["rtl_cycles"])
+    if (network, None) in PENDING_PACING:
+        pytest.skip(f"{network}: total {ratio:.4f} of the RTL's: {PACING}")
+    assert abs(ratio - 1) <= TOTAL_TOL, (network, replayed[network].cycles, row["rtl_cycles"])
