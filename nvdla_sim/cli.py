@@ -5,10 +5,92 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from .errors import NvdlaSimError
+
+
+def _check_writable_dir(path: Path, flag: str) -> Path:
+    """Create the output folder now and prove a file can be written in it: a bad folder is a
+    one-line error before the simulation starts, not after."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise NvdlaSimError(f"{flag} {path}: exists and is not a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path, prefix=".nvdla-sim-probe-"):
+            pass
+    except OSError as exc:
+        raise NvdlaSimError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
+    return path
+
+
+def _check_writable_file(path: Path, flag: str) -> Path:
+    """The output file's folder must exist and take a new file; the file must not be a folder."""
+    path = Path(path)
+    parent = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise NvdlaSimError(f"{flag} {path}: is a folder, expected a file name")
+    if not parent.is_dir():
+        raise NvdlaSimError(f"{flag} {path}: folder {parent} does not exist")
+    try:
+        with tempfile.NamedTemporaryFile(dir=parent, prefix=".nvdla-sim-probe-"):
+            pass
+        if path.exists():
+            with open(path, "a"):
+                pass
+    except OSError as exc:
+        raise NvdlaSimError(f"{flag} {path}: cannot write there ({exc.strerror or exc})") from None
+    return path
+
+
+def _write_json(path: Path, doc: dict, flag: str = "--json") -> None:
+    try:
+        Path(path).write_text(json.dumps(doc, indent=1) + "\n")
+    except OSError as exc:
+        raise NvdlaSimError(f"{flag} {path}: cannot write ({exc.strerror or exc})") from None
+
+
+def _progress(args, label: str = ""):
+    """A progress reporter on stderr when it is a terminal, or with --progress."""
+    from .conformance import Progress
+    flag = getattr(args, "progress", None)
+    if flag is False or (flag is None and not sys.stderr.isatty()):
+        return None
+    return Progress(label)
+
+
+def _project_hint(args, hw, path: Path, specific_only: bool = False) -> str | None:
+    """Why a replay may have failed when the project does not match the test (`specific_only`:
+    only when the test's folder or format says so)."""
+    from .config.hardware import preset_names
+    from .conformance import trace_format
+    if getattr(args, "hw_config", None):
+        if specific_only:
+            return None
+        return (f"replayed on --hw-config {args.hw_config}; a test written for another "
+                "configuration fails too (the project may not match)")
+    try:
+        fmt = trace_format(path, args.format)
+    except NvdlaSimError:
+        fmt = None
+    parts = set(path.resolve().parts)
+    named = [n for n in preset_names() if n in parts and n != args.project]
+    if named and args.project not in parts:
+        return (f"the test lies under '{named[0]}' but ran with --project {args.project}: "
+                f"the project may not match (try --project {named[0]})")
+    if fmt in ("txn", "vp") and hw.nvdla_version != 1:
+        return (f"{fmt} traces are NVDLA v1 tests but --project {args.project} is v"
+                f"{hw.nvdla_version}: the project may not match (try --project nv_full)")
+    if fmt == "cfg" and hw.nvdla_version == 1:
+        return (f".cfg tests are NVDLA v2 tests but --project {args.project} is v1: the "
+                "project may not match (try --project nv_small or nv_large)")
+    if specific_only:
+        return None
+    return (f"ran with --project {args.project}; a test written for another project fails "
+            "too (the project may not match)")
 
 
 def _hardware(args):
@@ -27,14 +109,22 @@ def cmd_replay(args) -> int:
     path = Path(args.path)
     if not path.exists():
         raise NvdlaSimError(f"{path}: no such trace file or folder")
+    if args.json:
+        _check_writable_file(args.json, "--json")
+    if args.timeline:
+        _check_writable_dir(args.timeline, "--timeline")
     outcome = run_test(path, hw, _memory(args), args.timeline, args.format,
-                       True if args.values else None)
+                       True if args.values else None, _progress(args), args.timeline_detail)
     for check in outcome.checks:
         print(check.describe())
     for note in outcome.notes:
         print(note)
     if outcome.error:
-        print(f"nvdla-sim: {outcome.status}: {outcome.error}", file=sys.stderr)
+        hint = _project_hint(args, hw, path, specific_only=True)
+        print(f"nvdla-sim: {outcome.status}: {_one_line(outcome.error)}" + (f" ({hint})" if hint else ""),
+              file=sys.stderr)
+        if args.json:
+            _write_json(args.json, outcome.to_json())
         return 1
     for line in _warning_summary(outcome.warnings):
         print(line)
@@ -57,7 +147,9 @@ def cmd_replay(args) -> int:
         if layers is not None:
             from .report.vp_layers import vp_layers_json
             report["layers"] = vp_layers_json(layers)
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+        _write_json(args.json, report)
+    if outcome.status == "fail":
+        print(f"nvdla-sim: note: {_project_hint(args, hw, path)}", file=sys.stderr)
     return 0 if outcome.status in ("pass", "done") else 1
 
 
@@ -83,31 +175,40 @@ def cmd_conformance(args) -> int:
     if not tests:
         raise NvdlaSimError(f"{root}: no test matches '{args.filter}'")
     memory = _memory(args)
+    if args.json:
+        _check_writable_file(args.json, "--json")
+    if args.timeline:
+        _check_writable_dir(args.timeline, "--timeline")
+    progress = _progress(args)
     outcomes = []
     start = time.perf_counter()
     width = max(len(t.name) for t in tests)
     print(f"{'test':<{width}}  {'status':<11} {'cycles':>10} {'wall_s':>7}")
     for i, test in enumerate(tests, 1):
-        o = run_test(test, hw, memory, args.timeline)
+        o = run_test(test, hw, memory, args.timeline, progress=progress,
+                     timeline_detail=args.timeline_detail)
         outcomes.append(o)
         cycles = f"{o.cycles:.0f}" if o.cycles is not None else "-"
         line = f"{o.name:<{width}}  {o.status:<11} {cycles:>10} {o.wall_s:>7.2f}"
         if o.error:
-            line += f"  {o.error}"
+            line += f"  {_one_line(o.error)}"
         print(line, flush=True)
     passed = sum(o.status == "pass" for o in outcomes)
     print(f"{passed}/{len(outcomes)} pass  ({time.perf_counter() - start:.1f} s)")
     if args.json:
         report = {"project": args.project, "total": len(outcomes), "passed": passed,
                   "tests": [o.to_json() for o in outcomes]}
-        Path(args.json).write_text(json.dumps(report, indent=1) + "\n")
+        _write_json(args.json, report)
     return 0 if passed == len(outcomes) else 1
 
 
 def cmd_run(args) -> int:
     from .scenario.runner import execute, prepare
     from .scenario.schema import load_scenario
-    report = execute(prepare(load_scenario(args.scenario)), args.out)
+    scn = load_scenario(args.scenario)
+    _check_writable_dir(args.out or Path(scn.outputs.directory),
+                        "--out" if args.out else "outputs.directory")
+    report = execute(prepare(scn), args.out)
     return 0 if report.total_cycles is not None else 1
 
 
@@ -116,6 +217,8 @@ def cmd_compile(args) -> int:
     from .scenario.runner import context, prepare
     from .scenario.schema import load_scenario
     scn = load_scenario(args.scenario)
+    if args.emit_cfg:
+        _check_writable_dir(args.emit_cfg, "--emit-cfg")
     vp = args.emit_format == "vp"
     if args.emit_format and not args.emit_cfg:
         raise NvdlaSimError("--emit-format needs --emit-cfg DIR (where to write the trace)")
@@ -161,6 +264,7 @@ def cmd_sweep(args) -> int:
     from .sweep.driver import run_sweep, runner_by_name
     from .sweep.spec import load_sweep
     spec = load_sweep(args.sweep)
+    _check_writable_dir(args.out or Path(spec.out_dir), "--out" if args.out else "the sweep's outputs")
     backend = make_backend(args.backend, args.jobs, args.ray_address)
     print(f"{spec.name}: {len(spec.points)} points, backend {args.backend}"
           + (f", {backend.jobs} jobs" if backend.jobs else ""), flush=True)
@@ -176,14 +280,21 @@ def cmd_sweep(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="nvdla-sim", description=__doc__)
-    sub = p.add_subparsers(dest="command", required=True)
+    from . import __version__
+    p = argparse.ArgumentParser(prog="nvdla-sim", description="A bit-exact, cycle-approximate "
+                                "simulator of the NVIDIA Deep Learning Accelerator.")
+    p.add_argument("--version", action="version", version=f"nvdla-sim {__version__}",
+                   help="print the version and exit")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="replay, conformance, run, compile, sweep, lut")
 
     r = sub.add_parser("replay", help="run one trace test (a .cfg test, a v1 input.txn folder or "
                                       "a virtual-platform capture) and check its CRCs / register "
                                       "reads / memory dumps; a VP capture is timed per layer")
-    r.add_argument("path")
-    r.add_argument("--project", default="nv_small", help="hardware preset (default nv_small)")
+    r.add_argument("path", help="test folder (a .cfg test, an input.txn trace-player test or a "
+                                "VP capture) or the trace file itself")
+    r.add_argument("--project", default="nv_small", help="hardware preset the test was written for "
+                   "(default nv_small; v1 trace-player tests: nv_full)")
     r.add_argument("--hw-config", help="hardware YAML (a preset plus overrides) instead of --project")
     r.add_argument("--memory", default="rtl_testbench",
                    help="memory profile name or YAML (default rtl_testbench)")
@@ -195,7 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "txn for another folder with input.txn, else cfg)")
     r.add_argument("--values", action="store_true",
                    help="VP traces: compute values too (on all-zero memory; default timing only)")
-    r.add_argument("--json", help="write the outcome (and a VP trace's layers) here as JSON")
+    r.add_argument("--json", type=Path,
+                   help="write the outcome (and a VP trace's layers) here as JSON")
+    _add_run_options(r)
     r.set_defaults(func=cmd_replay)
 
     c = sub.add_parser("conformance", help="run every trace test of a project (v2: "
@@ -203,13 +316,15 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--nvdla-hw", default=os.environ.get("NVDLA_HW", "../shared/nvdla-hw"),
                    help="nvdla/hw checkout (default $NVDLA_HW or ../shared/nvdla-hw; for a v1 "
                         "project such as nv_full, an nvdlav1 checkout like ../shared/nvdla-hw-v1)")
-    c.add_argument("--project", default="nv_small")
+    c.add_argument("--project", default="nv_small",
+                   help="hardware preset whose tests to run (default nv_small)")
     c.add_argument("--hw-config", help="hardware YAML instead of the --project preset")
     c.add_argument("--filter", default="*", help="glob on test names")
-    c.add_argument("--json", help="write a JSON report here")
+    c.add_argument("--json", type=Path, help="write a JSON report here")
     c.add_argument("--memory", default="rtl_testbench",
                    help="memory profile name or YAML (default rtl_testbench)")
     c.add_argument("--timeline", type=Path, help="write each test's trace events and plot here")
+    _add_run_options(c)
     c.set_defaults(func=cmd_conformance)
 
     s = sub.add_parser("run", help="run a scenario YAML (network, hardware, memory) and report per layer")
@@ -244,19 +359,49 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--timeline-detail", choices=("auto", "full", "summary"), default="auto",
+                   help="--timeline trace: every span and memory request (full), spans merged "
+                        "to the trace's resolution and memory as counters (summary), or full "
+                        "unless the run is long (auto, default); docs/timeline.md")
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--progress", action="store_true", default=None,
+                   help="print the simulated cycle on stderr every second of a long run "
+                        "(default: when stderr is a terminal)")
+    g.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="never print progress")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
     except NvdlaSimError as exc:
-        print(f"nvdla-sim: error: {exc}", file=sys.stderr)
+        print(f"nvdla-sim: error: {_one_line(exc)}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("nvdla-sim: error: out of memory (the input asks for more than this machine has)",
+              file=sys.stderr)
+        return 2
+    except RecursionError:
+        print("nvdla-sim: error: input nested too deeply", file=sys.stderr)
+        return 2
+    except BrokenPipeError:          # output piped into `head` and the like
+        sys.stderr.close()
+        return 1
+    except OSError as exc:           # a file the input names: unreadable, a folder, disk full
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"nvdla-sim: error: {where}{exc.strerror or _one_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("nvdla-sim: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:          # output piped into `head` and the like
-        sys.stderr.close()
-        return 1
+
+
+def _one_line(exc: BaseException | str) -> str:
+    """A message on one line, with whatever a user's file put in it made printable."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 if __name__ == "__main__":

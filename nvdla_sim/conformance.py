@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import sys
+import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -111,9 +114,65 @@ def find_tests(root: Path, pattern: str = "*") -> list[Path]:
     return tests
 
 
+class Progress:
+    """Prints the simulated cycle to stderr while a run goes on (after `delay_s`, every
+    `interval_s`): on a terminal one line rewritten in place, else a line each time."""
+
+    def __init__(self, label: str = "", stream=None, interval_s: float = 1.0,
+                 delay_s: float = 1.0):
+        self.label = label
+        self.stream = stream if stream is not None else sys.stderr
+        self.interval_s, self.delay_s = interval_s, delay_s
+        self.lines = 0
+
+    @contextmanager
+    def watch(self, engine, label: str | None = None):
+        stop = threading.Event()
+        tty = getattr(self.stream, "isatty", lambda: False)()
+        label = label or self.label
+        start = time.perf_counter()
+        width = [0]
+
+        def report() -> None:
+            if stop.wait(self.delay_s):
+                return
+            while True:
+                elapsed = time.perf_counter() - start
+                now = engine.env.now
+                text = (f"{label}: cycle {now:,.0f} after {elapsed:.0f} s "
+                        f"({now / elapsed / 1e6:.2f} M cycles/s)")
+                try:
+                    if tty:
+                        self.stream.write("\r" + text.ljust(width[0]))
+                        width[0] = max(width[0], len(text))
+                    else:
+                        self.stream.write(text + "\n")
+                    self.stream.flush()
+                except (OSError, ValueError):
+                    return
+                self.lines += 1
+                if stop.wait(self.interval_s):
+                    return
+
+        thread = threading.Thread(target=report, daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            if tty and width[0]:
+                try:
+                    self.stream.write("\r" + " " * width[0] + "\r")
+                    self.stream.flush()
+                except (OSError, ValueError):
+                    pass
+
+
 def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_testbench",
              timeline_dir: Path | None = None, fmt: str | None = None,
-             compute_values: bool | None = None) -> TestOutcome:
+             compute_values: bool | None = None, progress: Progress | None = None,
+             timeline_detail: str = "auto") -> TestOutcome:
     """Run one trace test (`fmt` "cfg"/"txn"/"vp", default by what the folder holds); with
     `timeline_dir`, also write its trace events and utilization plot.  `compute_values` None:
     values and timing, except a VP capture (no data: timing only).  A VP replay that reaches
@@ -124,7 +183,12 @@ def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_
         fmt = trace_format(Path(path), fmt)
         program = load_program(path, hw.nvdla_version, fmt)
         values = fmt != "vp" if compute_values is None else compute_values
-        result = Engine(hw, memory, compute_values=values).run(program)
+        engine = Engine(hw, memory, compute_values=values)
+        if progress is None:
+            result = engine.run(program)
+        else:
+            with progress.watch(engine, name):
+                result = engine.run(program)
     except UnsupportedError as exc:
         return TestOutcome(name, "unsupported", wall_s=time.perf_counter() - start, error=str(exc))
     except NvdlaSimError as exc:
@@ -132,7 +196,7 @@ def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_
     status = "done" if fmt == "vp" else "pass" if result.passed else "fail"
     wall_s = time.perf_counter() - start
     if timeline_dir is not None:
-        write_timeline(result, Path(timeline_dir), name)
+        write_timeline(result, Path(timeline_dir), name, timeline_detail)
     return TestOutcome(name, status, result.checks, result.cycles, wall_s, result=result,
                        statistics=read_statistics(result.engine), notes=program.notes,
                        warnings=result.warnings)

@@ -5,6 +5,7 @@ the Verilator testbench memory).  Every access is bounds-checked against the spa
 """
 from __future__ import annotations
 
+import os
 import zlib
 from dataclasses import dataclass
 
@@ -16,16 +17,56 @@ PAGE_BITS = 16
 PAGE_BYTES = 1 << PAGE_BITS
 
 
+def default_limit_bytes() -> int:
+    """Simulated memory a run may touch: $NVDLA_SIM_MEMORY_LIMIT_MB, else a quarter of the
+    machine's RAM capped at 4 GiB (an official test touches a few MiB)."""
+    env = os.environ.get("NVDLA_SIM_MEMORY_LIMIT_MB")
+    if env:
+        try:
+            return max(1, int(env)) << 20
+        except ValueError:
+            raise NvdlaSimError(f"NVDLA_SIM_MEMORY_LIMIT_MB='{env}' is not a whole number") from None
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        ram = 16 << 30
+    return min(4 << 30, ram // 4)
+
+
 class MemoryAccessError(NvdlaSimError):
     pass
 
 
+class PageBudget:
+    """Pages allocated across the address spaces of one memory system, against a limit."""
+
+    def __init__(self, limit_bytes: int | None = None):
+        self.limit_pages = max(1, (limit_bytes or default_limit_bytes()) // PAGE_BYTES)
+        self.pages = 0
+
+
 class AddressSpace:
-    def __init__(self, name: str, base: int, size_bytes: int):
+    def __init__(self, name: str, base: int, size_bytes: int, budget: PageBudget | None = None):
         self.name = name
         self.base = base
         self.size_bytes = size_bytes
         self._pages: dict[int, np.ndarray] = {}
+        self.budget = budget or PageBudget()
+
+    def _reserve(self, addr: int, nbytes: int, what: str) -> None:
+        """Refuse, before allocating anything, an access that would take the simulated memory
+        past its limit."""
+        first, last = addr >> PAGE_BITS, (addr + nbytes - 1) >> PAGE_BITS
+        if nbytes <= 0:
+            return
+        missing = sum(1 for i in range(first, last + 1) if i not in self._pages) \
+            if last - first < 1 << 20 else last - first + 1
+        if self.budget.pages + missing > self.budget.limit_pages:
+            raise MemoryAccessError(
+                f"{what} of {nbytes} bytes at 0x{addr:x} in {self.name} would take the simulated "
+                f"memory to {(self.budget.pages + missing) * PAGE_BYTES >> 20} MiB, past the "
+                f"{self.budget.limit_pages * PAGE_BYTES >> 20} MiB limit "
+                "(NVDLA_SIM_MEMORY_LIMIT_MB raises it)")
 
     @property
     def end(self) -> int:
@@ -44,11 +85,16 @@ class AddressSpace:
         page = self._pages.get(index)
         if page is None and create:
             page = self._pages[index] = np.zeros(PAGE_BYTES, np.uint8)
+            self.budget.pages += 1
         return page
 
     def read(self, addr: int, nbytes: int) -> np.ndarray:
         """A copy of `nbytes` bytes from `addr` (uint8)."""
         self._check(addr, nbytes, "read")
+        if nbytes > self.budget.limit_pages * PAGE_BYTES:
+            raise MemoryAccessError(f"read of {nbytes} bytes at 0x{addr:x} in {self.name} is past "
+                                    f"the {self.budget.limit_pages * PAGE_BYTES >> 20} MiB limit "
+                                    "(NVDLA_SIM_MEMORY_LIMIT_MB raises it)")
         out = np.zeros(nbytes, np.uint8)
         pos = 0
         while pos < nbytes:
@@ -66,6 +112,7 @@ class AddressSpace:
             else np.ascontiguousarray(data).view(np.uint8).reshape(-1)
         nbytes = data.size
         self._check(addr, nbytes, "write")
+        self._reserve(addr, nbytes, "write")
         pos = 0
         while pos < nbytes:
             a = addr + pos
@@ -76,6 +123,8 @@ class AddressSpace:
 
     def fill(self, addr: int, nbytes: int, value: int = 0) -> None:
         self._check(addr, nbytes, "fill")
+        if value != 0:
+            self._reserve(addr, nbytes, "fill")
         pos = 0
         while pos < nbytes:
             a = addr + pos
@@ -116,10 +165,14 @@ class MemorySystem:
     """DBB and CVSRAM.  DMA engines pick a space by their RAM_TYPE bit (1 = MC/DBB, 0 = CV/SRAM);
     trace commands pick by address bit 31 (the NVDLA Verilator testbench's rule)."""
 
-    def __init__(self, layout: MemoryLayout = MemoryLayout(), has_secondary: bool = True):
-        self.primary = AddressSpace("pri_mem (DBB)", layout.primary_base, layout.primary_size_bytes)
+    def __init__(self, layout: MemoryLayout = MemoryLayout(), has_secondary: bool = True,
+                 limit_bytes: int | None = None):
+        self.budget = PageBudget(limit_bytes)
+        self.primary = AddressSpace("pri_mem (DBB)", layout.primary_base, layout.primary_size_bytes,
+                                    self.budget)
         self.secondary = AddressSpace("sec_mem (CVSRAM)", layout.secondary_base,
-                                      layout.secondary_size_bytes) if has_secondary else None
+                                      layout.secondary_size_bytes, self.budget) \
+            if has_secondary else None
 
     def space(self, ram_type: int) -> AddressSpace:
         if ram_type == 1:

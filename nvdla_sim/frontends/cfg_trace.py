@@ -21,7 +21,8 @@ from ..errors import NvdlaSimError
 from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
                        RegisterProgram, RegWrite, SyncWait, Where)
 from ..regs import register_map
-from .dat_image import load_dat
+from .dat_image import load_dat_segments
+from .files import ADDRESS_MAP_BYTES, read_text
 
 _CMD = re.compile(r"^\s*([a-z_]+)\s*\((.*)\)\s*;?\s*$")
 _INTR_SOURCES = {"SDP", "CDP", "PDP", "CACC", "CDMA_DAT", "CDMA_WT", "BDMA", "RUBIK"}
@@ -33,6 +34,33 @@ def _number(text: str, where: Where, what: str) -> int:
         return int(text.strip(), 0)
     except ValueError:
         raise NvdlaSimError(f"{where}: {what} '{text.strip()}' is not a number") from None
+
+
+def _address(text: str, where: Where, what: str, size: int = 0) -> int:
+    """A memory address (with the `size` bytes from it) inside the 4 GiB address map."""
+    value = _number(text, where, what)
+    if value < 0 or value + size > ADDRESS_MAP_BYTES:
+        raise NvdlaSimError(f"{where}: {what} {text.strip()}" + (f" + {size} bytes" if size else "")
+                            + " lies outside the 4 GiB address map")
+    return value
+
+
+def _size(text: str, where: Where) -> int:
+    value = _number(text, where, "size")
+    if not 0 < value <= ADDRESS_MAP_BYTES:
+        raise NvdlaSimError(f"{where}: size {text.strip()} ({value} bytes) is not between 1 byte "
+                            "and the 4 GiB address map")
+    return value
+
+
+_MEMORIES = ("pri_mem", "sec_mem")
+_CRC_MEMORIES = _MEMORIES + ("0", "1", "2")      # check_crc: a name or a memory-type number
+
+
+def _memory(text: str, where: Where, cmd: str, allowed=_MEMORIES) -> str:
+    if text not in allowed:
+        raise NvdlaSimError(f"{where}: {cmd} memory '{text}' is not one of {', '.join(allowed)}")
+    return text
 
 
 def _args(body: str, n: int, where: Where, cmd: str) -> list[str]:
@@ -69,12 +97,7 @@ def parse_cfg(path: Path, nvdla_version: int = 2) -> RegisterProgram:
         if len(cfgs) != 1:
             raise NvdlaSimError(f"{path}: expected one .cfg file in the folder, found {len(cfgs)}")
         path = cfgs[0]
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise NvdlaSimError(f"{path}: trace file not found") from None
-    except UnicodeDecodeError:
-        raise NvdlaSimError(f"{path}: not a text trace file") from None
+    lines = read_text(path, "trace file").splitlines()
     program = RegisterProgram(name=path.stem, source=path)
     commands = program.commands
     for number, raw in enumerate(lines, 1):
@@ -104,16 +127,31 @@ def parse_cfg(path: Path, nvdla_version: int = 2) -> RegisterProgram:
             if len(args) != 4:
                 raise NvdlaSimError(f"{where}: mem_init takes 4 arguments, got '{body.strip()}'")
             mem, base, size, pattern = args
+            _memory(mem, where, cmd)
             if pattern not in _FILL_PATTERNS:
                 raise NvdlaSimError(f"{where}: unsupported mem_init pattern '{pattern}' "
                                     f"(supported: {', '.join(_FILL_PATTERNS)})")
-            commands.append(MemFill(mem, _number(base, where, "base"), _number(size, where, "size"),
+            nbytes = _size(size, where)
+            commands.append(MemFill(mem, _address(base, where, "base", nbytes), nbytes,
                                     _FILL_PATTERNS[pattern], where))
         elif cmd == "mem_load":
             mem, base, file_arg = _args(body, 3, where, cmd)
+            _memory(mem, where, cmd)
             file_name = file_arg.strip('"')
-            image = load_dat(path.parent / file_name)
-            commands.append(MemLoad(mem, _number(base, where, "base"), image, file_name, where))
+            if not file_name:
+                raise NvdlaSimError(f"{where}: mem_load names no file")
+            start = _address(base, where, "base")
+            segments = load_dat_segments(path.parent / file_name)
+            span = segments[-1][0] + segments[-1][1].size if segments else 0
+            if start + span > ADDRESS_MAP_BYTES:
+                raise NvdlaSimError(f"{where}: {span} bytes at 0x{start:x} lie outside the 4 GiB "
+                                    f"address map ({file_name} spans {span} bytes)")
+            if segments and (len(segments) > 1 or segments[0][0] > 0):
+                # The image is zero from offset 0 between its records: a zero fill allocates
+                # nothing, and one command per run of records keeps memory sparse.
+                commands.append(MemFill(mem, start, span, 0, where))
+            for offset, data in segments:
+                commands.append(MemLoad(mem, start + offset, data, file_name, where))
         elif cmd == "intr_notify":
             target, sync_id = _args(body, 2, where, cmd)
             unit, _, group = target.upper().rpartition("_")
@@ -123,8 +161,13 @@ def parse_cfg(path: Path, nvdla_version: int = 2) -> RegisterProgram:
             commands.append(IntrNotify(unit, int(group), sync_id, where))
         elif cmd == "check_crc":
             sync_id, mem, base, size, crc = _args(body, 5, where, cmd)
-            commands.append(CheckCrc(sync_id, mem, _number(base, where, "base"),
-                                     _number(size, where, "size"), _number(crc, where, "crc"), where))
+            _memory(mem, where, cmd, _CRC_MEMORIES)
+            nbytes = _size(size, where)
+            crc_value = _number(crc, where, "crc")
+            if not 0 <= crc_value <= 0xFFFFFFFF:
+                raise NvdlaSimError(f"{where}: crc {crc.strip()} does not fit 32 bits")
+            commands.append(CheckCrc(sync_id, mem, _address(base, where, "base", nbytes), nbytes,
+                                     crc_value, where))
         elif cmd == "check_nothing":
             (sync_id,) = _args(body, 1, where, cmd)
             commands.append(CheckNothing(sync_id, where))

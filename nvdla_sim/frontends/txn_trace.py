@@ -25,6 +25,7 @@ from ..errors import NvdlaSimError
 from ..program import (DumpMem, MemLoad, ReadReg, RegisterProgram, RegWrite, WaitInterrupt,
                        Where)
 from ..regs import register_map
+from .files import file_size, read_text
 
 DEFAULT_READ_ATTEMPTS = 10
 LINE_BYTES = 32
@@ -66,7 +67,7 @@ def read_plusargs(folder: Path) -> dict[str, str]:
     if not path.is_file():
         return {}
     out = {}
-    for token in path.read_text().split():
+    for token in read_text(path, "plusargs file").split():
         if not token.startswith("+"):
             raise NvdlaSimError(f"{path}: option '{token}' does not start with '+'")
         name, _, value = token[1:].partition("=")
@@ -79,16 +80,17 @@ def load_txn_dat(path: Path, nbytes: int, where: Where) -> np.ndarray:
     if nbytes % LINE_BYTES:
         raise NvdlaSimError(f"{where}: size 0x{nbytes:x} is not a whole number of "
                             f"{LINE_BYTES}-byte lines (the trace player reads whole lines)")
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise NvdlaSimError(f"{where}: memory image '{path.name}' not found") from None
-    except UnicodeDecodeError:
-        raise NvdlaSimError(f"{where}: memory image '{path.name}' is not text") from None
-    out = np.zeros(nbytes, np.uint8)
+    if not path.exists():
+        raise NvdlaSimError(f"{where}: memory image '{path.name}' not found")
+    # A data line is 32 tokens '0xHH' (5 characters each with the separator): the file cannot
+    # hold more than this, so a huge SIZE allocates no more than the file could fill.
+    most = (file_size(path, f"memory image of {where}") + 1) // (5 * LINE_BYTES) * LINE_BYTES
+    lines = read_text(path, f"memory image of {where}").splitlines()
+    out = np.zeros(min(nbytes, most), np.uint8)
+    nbytes_wanted = nbytes
     pos = 0
     for number, line in enumerate(lines, 1):
-        if pos >= nbytes:
+        if pos >= nbytes_wanted:
             break
         if not _DATA_LINE.match(line):
             continue
@@ -99,9 +101,9 @@ def load_txn_dat(path: Path, nbytes: int, where: Where) -> np.ndarray:
                                 f"'{line.strip()[:60]}'")
         out[pos:pos + LINE_BYTES] = [int(v.group(1), 16) for v in values]
         pos += LINE_BYTES
-    if pos < nbytes:
+    if pos < nbytes_wanted:
         raise NvdlaSimError(f"{where}: '{path.name}' holds {pos} bytes, the command needs "
-                            f"{nbytes}")
+                            f"{nbytes_wanted}")
     return out
 
 
@@ -110,12 +112,7 @@ def parse_txn(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
     path = Path(path)
     txn = path / "input.txn" if path.is_dir() else path
     folder = txn.parent
-    try:
-        lines = txn.read_text().splitlines()
-    except FileNotFoundError:
-        raise NvdlaSimError(f"{txn}: trace file not found") from None
-    except UnicodeDecodeError:
-        raise NvdlaSimError(f"{txn}: not a text trace file") from None
+    lines = read_text(txn, "trace file").splitlines()
     plusargs = read_plusargs(folder)
     attempts = DEFAULT_READ_ATTEMPTS
     if "read_reg_poll_retries" in plusargs:

@@ -24,6 +24,7 @@ from ..errors import NvdlaSimError
 from ..engine.glb import INTR_BIT, Glb
 from ..program import ReadReg, RegisterProgram, RegWrite, UntilBits, WaitInterrupt, Where
 from ..regs import register_map
+from .files import read_bytes, read_text
 from .txn_trace import _hex, _register
 
 VP_READ_ATTEMPTS = 10            # gem5-NVDLA's CSB master tries a read_reg 10 times
@@ -80,7 +81,7 @@ def is_vp_trace(path: Path) -> bool:
 
 def read_rd_only_log(path: Path) -> list[tuple[int, int]]:
     """(address, size) pairs of a `rd_only_var_log` (u32 little endian each)."""
-    data = path.read_bytes()
+    data = read_bytes(path, "read-only variable log")
     if len(data) % 8:
         raise NvdlaSimError(f"{path}: {len(data)} bytes is not a whole number of (address, size) "
                             "pairs of 4-byte words")
@@ -97,12 +98,7 @@ def parse_vp(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
     path = Path(path)
     txn = path / "input.txn" if path.is_dir() else path
     folder = txn.parent
-    try:
-        lines = txn.read_text().splitlines()
-    except FileNotFoundError:
-        raise NvdlaSimError(f"{txn}: trace file not found") from None
-    except UnicodeDecodeError:
-        raise NvdlaSimError(f"{txn}: not a text trace file") from None
+    lines = read_text(txn, "trace file").splitlines()
     regmap = register_map(nvdla_version)
     status_addr = regmap.base("GLB") + regmap.units["GLB"].regs["S_INTR_STATUS"].offset
     raisable = sum(1 << bit for bit in INTR_BIT.values())     # bits some unit can set

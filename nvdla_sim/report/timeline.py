@@ -341,7 +341,7 @@ READ_COLOUR, WRITE_COLOUR = "#2ca02c", "#9467bd"
 
 
 def plot_utilization(log: ActivityLog, transfers, path: Path, total_cycles: float,
-                     title: str = "", bins: int = 1200, layers=None) -> None:
+                     title: str = "", bins: int = 1200, layers=None, dpi: int = 100) -> None:
     """Rows per unit (busy above the row's line, stall below, as the fraction of each time bin),
     the network's layers named along the top with their boundaries across every panel, and per
     memory interface the bytes per cycle that crossed its data bus (read/write, cap dashed)."""
@@ -412,7 +412,7 @@ def plot_utilization(log: ActivityLog, transfers, path: Path, total_cycles: floa
     (ax_layers or ax_units).set_title(title, fontsize=11, loc="left")
     fig.subplots_adjust(left=0.07, right=0.86, top=1 - 0.5 / (sum(heights) + 1.2),
                         bottom=0.6 / (sum(heights) + 1.2))
-    fig.savefig(path, dpi=100)
+    fig.savefig(path, dpi=dpi)
     plt.close(fig)
 
 
