@@ -32,6 +32,8 @@ setup(
     install_requires=["simpy>=4", "numpy>=1.22", "cython>=3.0", "pyyaml>=5.4", "matplotlib>=3.5",
                       # CACTI 7 for SRAM energy/area (nvdla_sim/energy; needs Python >= 3.11)
                       "zigzag-dse>=3.9; python_version >= '3.11'"],
-    extras_require={"test": ["pytest>=7", "onnx>=1.13", "hypothesis>=6"], "onnx": ["onnx>=1.13"], "ray": ["ray>=2.9"]},
+    extras_require={"test": ["pytest>=7", "onnx>=1.13", "hypothesis>=6"], "onnx": ["onnx>=1.13"], "ray": ["ray>=2.9"],
+                    # the ZigZag cross-check (docs/energy.md); zigzag-dse imports six undeclared
+                    "zigzag": ["zigzag-dse>=3.9", "six"]},
     entry_points={"console_scripts": ["nvdla-sim = nvdla_sim.cli:main"]},
 )

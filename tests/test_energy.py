@@ -294,16 +294,23 @@ def test_16bit_precisions_charge_their_macs(tmp_path):
     assert counts and all("mac.FP16" in c and "mac.INT8" not in c for c in counts)
 
 
+@pytest.fixture(scope="module")
+def resnet50(tmp_path_factory):
+    """ResNet-50 on nv_large (16 banks), timing only."""
+    if not cacti.cacti_available():
+        pytest.skip("zigzag-dse's CACTI binary is not installed or cannot run")
+    return _run(tmp_path_factory.mktemp("r50"), "resnet50_nv_large", mode="timing")
+
+
 @needs_cacti
-def test_doubling_cbuf_banks_resnet50(tmp_path):
+def test_doubling_cbuf_banks_resnet50(tmp_path, resnet50):
     """8 -> 16 CBUF banks: CACTI's CBUF area and energy per access rise; ResNet-50's DRAM
     bytes and DRAM energy do not.  (16 -> 32 moves 0.05 % more: stride-2 1x1 layers whose input
     then fits are fetched whole, odd lines included -- docs/energy.md.)"""
-    reps = []
-    for banks in (8, 16):
-        _, rep = _run(tmp_path / str(banks), "resnet50_nv_large", mode="timing",
-                      hardware={"preset": "nv_large", "cbuf": {"banks": banks}})
-        reps.append(rep)
+    _, small = _run(tmp_path, "resnet50_nv_large", mode="timing",
+                    hardware={"preset": "nv_large", "cbuf": {"banks": 8}})
+    reps = [small, resnet50[1]]
+    assert resnet50[0].scenario.hardware.cbuf.banks == 16
     a, b = (r.energy for r in reps)
     assert b["sram"]["CBUF"]["area_mm2"] > a["sram"]["CBUF"]["area_mm2"]
     assert b["pj_per_event"]["cbuf_read"] > a["pj_per_event"]["cbuf_read"]
@@ -350,3 +357,18 @@ def test_sweep_energy_plots(tmp_path):
     with open(tmp_path / "pareto.csv") as f:
         front = list(csv.DictReader(f))
     assert front and all(r["network"] == "resnet50" for r in front)
+
+
+def test_zigzag_peer_agrees_on_a_1x1_layer(resnet50):
+    """ZigZag, given nv_large and the same per-access energies, counts the same CBUF accesses
+    and (within 1 %) the same DRAM traffic and energy for res5b_branch2a (docs/energy.md)."""
+    pytest.importorskip("zigzag.api", reason="zigzag-dse (and six) not installed")
+    if not cacti.cacti_available():
+        pytest.skip("zigzag-dse's CACTI binary is not installed or cannot run")
+    from nvdla_sim.energy.zigzag_check import run
+    (r,) = run(["res5b_branch2a"], prep=resnet50[0], report=resnet50[1])
+    assert r["zz_macs"] == r["macs"]
+    assert r["zz_reads_writes"]["cbuf"] == [r["sim_cbuf_reads"], r["sim_cbuf_writes"]]
+    zz_dram_bits = sum(r["zz_reads_writes"]["dram"]) * 256
+    assert zz_dram_bits == pytest.approx(r["sim_dram_bits"], rel=0.01)
+    assert r["zz_total_uj"] == pytest.approx(r["sim_total_uj"], rel=0.01)
