@@ -11,6 +11,8 @@ blocks of ATOMIC_C elements of any type):
   - image input: the CDMA's pixel lines; the kernel is one column of the pre-extended
     S*C_pixel channels starting at element ox * stride_x * C_pixel of line oy * stride_y + r -
     PAD_TOP; lines above or below the image read the CSC pad value.
+  - image input with channel post-extension (POST_Y_EXTENSION 2-line / 4-line): each atomic
+    operation holds 2 or 4 kernel rows, each in a slot of ATOMIC_C / rows elements;
   - Winograd (CONV_MODE=WINOGRAD): the CDMA's padded, channel-extended cube; the CSC pre-adds
     (PRA) every 4x4 tile two apart, B^T d B, truncated by PRA_TRUNCATE (INT8/INT16) or in FP17
     (FP16), and unpacks the 4x4-domain kernels (4x4x4 small cubes).
@@ -195,6 +197,34 @@ def unpack_winograd_weights(raw: np.ndarray, kernels: int, channels: int, group:
                                 .astype(dtype.numpy))
 
 
+def unpack_post_extended_weights(raw: np.ndarray, kernels: int, rows_total: int, channels: int,
+                                 rows: int, slot: int, group: int,
+                                 dtype: DataType) -> np.ndarray:
+    """(K, blocks, rows * slot) weights of a post-extended image layer from the raw CBUF bytes:
+    in each kernel group, row blocks of `rows` kernel rows (the last may be short); in a block,
+    the group's kernels one after another, each with its block's rows of `channels` elements
+    back to back.  Elements are placed in their row's slot; the rest are 0."""
+    need = kernels * rows_total * channels * dtype.bytes
+    if need > raw.size:
+        raise NvdlaSimError(f"CSC: {kernels} kernels of {rows_total}x{channels} {dtype} need "
+                            f"{need} weight bytes but CDMA loaded {raw.size} (WEIGHT_BYTES)")
+    usable = raw.size - raw.size % dtype.bytes
+    elements = raw[:usable].view(np.dtype(dtype.numpy).newbyteorder("<")).astype(dtype.numpy)
+    blocks = -(-rows_total // rows)
+    out = np.zeros((kernels, blocks, rows * slot), dtype.numpy)
+    for k in range(kernels):
+        g, cell = divmod(k, group)
+        in_group = min(group, kernels - g * group)
+        start = g * group * rows_total * channels
+        for j in range(blocks):
+            n_rows = min(rows, rows_total - j * rows)
+            at = start + j * rows * channels * in_group + cell * n_rows * channels
+            for i in range(n_rows):
+                out[k, j, i * slot:i * slot + channels] = \
+                    elements[at + i * channels: at + (i + 1) * channels]
+    return out
+
+
 # -- input lines -------------------------------------------------------------------------------
 def _place(dst_len: int, offset: int, src_len: int) -> tuple[slice, slice]:
     """Slices copying src[0:src_len] to dst[offset:offset+src_len], clipped to dst[0:dst_len]."""
@@ -244,14 +274,12 @@ class Csc(Unit):
         dtype = conv_precision(self, view)
         weight_compressed(self, view)          # the CDMA expands compressed weights in CBUF
         batches = batch_count(self, view)
-        if view.field("D_POST_Y_EXTENSION", "Y_EXTENSION"):
-            raise self.unsupported("POST_Y_EXTENSION (kernel rows packed into one atom) is not "
-                                   "modelled")
         g = decode_geometry(view, dtype)
         winograd = is_winograd(self, view)
         feature = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT") == DATAIN_FEATURE
         if winograd:
             self.check_winograd(view, g, feature)
+        y_ext = self.post_extension(view, g, feature)
         out_channels = view.field("D_DATAOUT_SIZE_1", "DATAOUT_CHANNEL") + 1
         if out_channels != g.kernels:
             raise self.unsupported(f"DATAOUT_CHANNEL={out_channels} differs from WEIGHT_KERNEL="
@@ -276,16 +304,67 @@ class Csc(Unit):
         elif batches > 1:                     # the same weights for every image
             job = BatchJob(tuple(self.feature_job(replace(load, data=replace(
                 load.data, array=cube, batches=1)), g, dtype) for cube in load.data.array))
+        elif y_ext > 1:
+            job = self.post_extended_job(load, g, dtype, y_ext)
         else:
             job = self.feature_job(load, g, dtype) if feature else self.pixel_job(load, g, dtype)
         yield from self.send(CHANNEL_CMAC_A, job)
         yield from self.send(CHANNEL_CMAC_B, job)
-        geom = conv_timing.csc_geometry(self.hw, not feature, g.out_w, g.out_h, g.kernel_h,
-                                        g.kernel_w, g.kernel_c, g.kernels, kernel_group=group,
+        # post-extension: each package takes Y_EXTENSION kernel rows in one atomic operation
+        kernel_h, kernel_c = (g.kernel_h, g.kernel_c) if y_ext == 1 else \
+            (-(-g.kernel_h // y_ext), self.hw.atomic_c)
+        geom = conv_timing.csc_geometry(self.hw, not feature, g.out_w, g.out_h, kernel_h,
+                                        g.kernel_w, kernel_c, g.kernels, kernel_group=group,
                                         winograd=winograd, elem_bytes=dtype.bytes,
                                         batches=batches)
         layer = self.engine.timing.layer("conv", self.stats["layers"])
         yield from conv_timing.csc(self, geom, layer)
+
+    def post_extension(self, view: GroupView, g: ConvGeometry, feature: bool) -> int:
+        """D_POST_Y_EXTENSION: 1, 2 or 4 kernel rows per atomic operation (image input only;
+        each row's pre-extended channels in a slot of ATOMIC_C / rows elements)."""
+        code = view.field("D_POST_Y_EXTENSION", "Y_EXTENSION")
+        where = "CSC.D_POST_Y_EXTENSION.Y_EXTENSION"
+        if code == 0:
+            return 1
+        if code > 2:
+            raise NvdlaSimError(f"{where}={code}: only 2-line (1) and 4-line (2) post-extension "
+                                "exist")
+        rows = 1 << code
+        if feature:
+            raise NvdlaSimError(f"{where}: channel post-extension is for image input only")
+        slot = self.hw.atomic_c // rows
+        if g.kernel_c > slot:
+            raise NvdlaSimError(f"{where}: {rows}-line post-extension needs at most {slot} "
+                                f"pre-extended channels, WEIGHT_CHANNEL_EXT+1 is {g.kernel_c}")
+        return rows
+
+    def post_extended_job(self, load: CbufLoad, g: ConvGeometry, dtype: DataType,
+                          rows: int) -> ConvJob:
+        """Image input with `rows`-line post-extension: one atomic operation holds kernel rows
+        rows*j .. rows*j + rows - 1, row i's C pre-extended channels in elements slot*i ..
+        slot*i + C - 1 (slot = ATOMIC_C / rows; the rest 0, and rows past the kernel 0).  Weights
+        are mapped the same way: per group, row block, kernel, then the block's rows of C."""
+        base = self.pixel_job(load, g, dtype, unpack=False)
+        lines = base.lines.view(np.uint16) if dtype.is_float else base.lines
+        slot = self.hw.atomic_c // rows
+        blocks = -(-g.kernel_h // rows)
+        ext = np.zeros((g.out_h, blocks, g.out_w, rows * slot), lines.dtype)
+        cols = (np.arange(g.out_w)[:, None] * base.x_step + np.arange(g.kernel_c)[None, :])
+        for r in range(g.kernel_h):
+            j, i = divmod(r, rows)
+            picked = lines[r: r + (g.out_h - 1) * g.stride_y + 1: g.stride_y]
+            ext[:, j, :, i * slot:i * slot + g.kernel_c] = picked[:, cols]
+        group = kernels_per_group(self.hw, dtype)
+        weights = unpack_post_extended_weights(load.weights, g.kernels, g.kernel_h, g.kernel_c,
+                                               rows, slot, group, dtype)
+        ext_lines = ext.reshape(g.out_h * blocks, g.out_w * rows * slot)
+        if dtype.is_float:
+            ext_lines = ext_lines.view(np.float16)
+        return ConvJob(ext_lines, weights, kernel_w=1, kernel_c=rows * slot,
+                       x_step=rows * slot, s_step=rows * slot, y_step=blocks, r_step=1,
+                       out_h=g.out_h, out_w=g.out_w, block_c=self.hw.atomic_c,
+                       kernel_group=group)
 
     def check_winograd(self, view: GroupView, g: ConvGeometry, feature: bool) -> None:
         """The Winograd register rules: feature input already channel-extended by the CDMA
@@ -345,7 +424,8 @@ class Csc(Unit):
                        s_step=g.dilation_x * g.in_c, y_step=g.stride_y, r_step=g.dilation_y,
                        out_h=g.out_h, out_w=g.out_w, block_c=self.hw.atomic_c, kernel_group=group)
 
-    def pixel_job(self, load: CbufLoad, g: ConvGeometry, dtype: DataType) -> ConvJob:
+    def pixel_job(self, load: CbufLoad, g: ConvGeometry, dtype: DataType,
+                  unpack: bool = True) -> ConvJob:
         if g.kernel_w != 1:
             raise NvdlaSimError(f"CSC: image input needs WEIGHT_WIDTH_EXT=0 (a pre-extended "
                                 f"kernel one column wide), got width {g.kernel_w}")
@@ -357,7 +437,8 @@ class Csc(Unit):
                                    f"{load.data.array.shape[0]} image lines in CBUF")
         group = kernels_per_group(self.hw, dtype)
         w = unpack_weights(load.weights, g.kernels, g.kernel_h, 1, g.kernel_c,
-                           self.hw.atomic_c, group, dtype)
+                           self.hw.atomic_c, group, dtype) if unpack else \
+            np.zeros((g.kernels, g.kernel_h, 1, g.kernel_c), dtype.numpy)
         return ConvJob(pixel_lines(load.data.array, g, g.in_c),
                        w.reshape(g.kernels, g.kernel_h, g.kernel_c),
                        kernel_w=1, kernel_c=g.kernel_c, x_step=g.stride_x * g.in_c,
