@@ -15,6 +15,10 @@ Processes and tokens (docs/timing-model-notes.md, 3.3):
   data entries.
 - CACC delivers each stripe at ATOMK / SDP throughput + 1 cycles per atom, returning credits;
   SDP (flying) serves them and writes them out.
+- Winograd: stripes of 2x2 output tiles (4 atoms each), one package per super channel of 4
+  extended channels (2.25x fewer MAC cycles than direct 3x3).  Batches: stripes hold the same
+  atoms of every image, so one weight load serves N images.  Compressed weights: the weight
+  port reads WGS + WMB, then the compressed bytes (kernel groups in proportion).
 """
 from __future__ import annotations
 
