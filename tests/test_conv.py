@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nvdla_sim import formats
 from nvdla_sim.config import load_hardware
+from nvdla_sim.datatype import INT8
 from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError, UnsupportedError
 from nvdla_sim.kernels.conv import (accumulator_output, benchmark_direct_conv, conv_lines,
@@ -16,8 +18,7 @@ from nvdla_sim.units.cacc import assemble, deliver
 from nvdla_sim.units.cbuf import Cbuf
 from nvdla_sim.units.cdma import PIXEL_LAYOUTS, pad_pixel_lines, read_pixel_lines
 from nvdla_sim.units.cmac import MacPartial, cell_kernels, mac_layer
-from nvdla_sim.units.csc import (ConvGeometry, ConvJob, feature_lines, pixel_lines, unpack_weights,
-                                 weight_offsets)
+from nvdla_sim.units.csc import (ConvGeometry, ConvJob, feature_lines, pixel_lines, unpack_weights)
 
 from program_helpers import reg_writes
 
@@ -116,7 +117,7 @@ def test_weight_layout_groups_blocks_positions_kernels():
 
 
 def test_weight_layout_is_a_permutation():
-    offs = weight_offsets(41, 3, 2, 19, atomic_c=8, atomic_k=8)
+    offs = formats.direct_weight_offsets(41, 19, 3, 2, atomic_c=8, kernel_group_=8)
     assert sorted(offs.ravel().tolist()) == list(range(41 * 3 * 2 * 19))
 
 
@@ -277,9 +278,7 @@ def test_pipeline_matches_slow_reference(preset, seed):
     lanes = -(-g.in_c // atom) * atom
     cube = rng.integers(-128, 128, (lanes, g.in_h, g.in_w)).astype(np.int8)
     w = rng.integers(-128, 128, (g.kernels, g.kernel_h, g.kernel_w, g.in_c)).astype(np.int8)
-    raw = np.zeros(w.size, np.uint8)
-    raw[weight_offsets(g.kernels, g.kernel_h, g.kernel_w, g.in_c, hw.atomic_c, hw.atomic_k)] = \
-        w.view(np.uint8)
+    raw = formats.pack_direct_weights(w.transpose(0, 3, 1, 2), INT8, hw.atomic_c, hw.atomic_k)
     unpacked = unpack_weights(raw, g.kernels, g.kernel_h, g.kernel_w, g.in_c, hw.atomic_c,
                               hw.atomic_k)
     clip = int(rng.integers(0, 8))

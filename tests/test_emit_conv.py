@@ -5,10 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nvdla_sim import formats
+from nvdla_sim.datatype import INT8
 from emit_helpers import INT32, conv_reference, random_cube, rha, run_layer, sat, sat8
 from nvdla_sim.compiler.emit import Converter
 from nvdla_sim.compiler.emit_conv import (ConvLayer, PartialH, emit_conv, entry_per_slice,
-                                          partial_heights, plan_cbuf, weight_image)
+                                          partial_heights, plan_cbuf)
 from nvdla_sim.compiler.emit_pdp import PdpLayer
 from nvdla_sim.compiler.emit_sdp import SdpLayer, XStage
 from nvdla_sim.compiler.placement import CVSRAM
@@ -24,7 +26,7 @@ LARGE = load_hardware("nv_large")
 def test_weight_image_order_group_block_position_kernel_channel():
     k, c, r, s = 3, 10, 1, 2
     w = (np.arange(k * c * r * s) % 127).astype(np.int8).reshape(k, c, r, s)
-    image = weight_image(w, atomic_c=8, atomic_k=2).view(np.int8)
+    image = formats.pack_direct_weights(w, INT8, 8, 2).view(np.int8)[:w.size]
     expected = []
     for k0, group in ((0, (0, 1)), (2, (2,))):
         for block in (range(0, 8), range(8, 10)):

@@ -214,15 +214,12 @@ def test_direct_weights_round_trip(dtype, shape, atomic_c, seed):
 
 @pytest.mark.parametrize("dtype", TYPES)
 @pytest.mark.parametrize("shape", [(5, 3, 3, 3), (40, 70, 2, 3), (17, 130, 1, 1)])
-def test_direct_weights_are_the_compiler_bytes_and_the_csc_reads_them(dtype, shape):
-    from nvdla_sim.compiler.emit_conv import weight_image
+def test_direct_weights_are_the_documents_bytes_and_the_csc_reads_them(dtype, shape):
     from nvdla_sim.units.csc import unpack_weights
     w = random_elements(np.random.default_rng(sum(shape)), dtype, shape)
     group = F.kernel_group(32, dtype)
     raw = F.pack_direct_weights(w, dtype, 64, group)
     assert raw.tobytes() == slow_direct(w, dtype, 64, group)
-    image = weight_image(w, 64, group)
-    assert raw[:image.size].tobytes() == image.tobytes() and not raw[image.size:].any()
     k, c, r, s = shape
     assert same_bits(unpack_weights(raw, k, r, s, c, 64, group, dtype), w.transpose(0, 2, 3, 1))
 
@@ -240,12 +237,6 @@ def test_image_weights_round_trip(dtype, k, c, r, s, post, seed):
     raw = F.pack_image_weights(w, c_pixel, post_extension=post, kernel_group_=group)
     assert same_bits(F.unpack_image_weights(raw, w.shape, c_pixel, dtype, post,
                                             kernel_group_=group), w)
-
-
-def test_image_weights_pre_extension_is_the_compilers():
-    from nvdla_sim.compiler.emit_conv import pre_extend
-    w = random_elements(np.random.default_rng(5), INT8, (6, 3, 7, 7))
-    assert np.array_equal(F.pre_extend(w, 4), pre_extend(w, 4))
 
 
 @pytest.mark.parametrize("post, rows", [(2, 5), (4, 7), (4, 8), (2, 2)])

@@ -34,7 +34,10 @@ import numpy as np
 
 from ..config import HardwareConfig
 from ..datatype import FP16, INT8, INT16, DataType
+from .. import formats
 from ..errors import NvdlaSimError
+from ..formats import FeatureLayout
+from ..formats.feature import pack_feature_layout
 from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
                        RegisterProgram, RegWrite, SyncWait)
 from ..regs import register_map
@@ -269,40 +272,29 @@ class ProgramBuilder:
         return RegisterProgram(self.name, [mask] + list(self.commands))
 
 
+def feature_layout(placement: TensorPlacement) -> FeatureLayout:
+    """The placement as a `formats.FeatureLayout` (an image placement: one pixel per atom)."""
+    return FeatureLayout(placement.width, placement.height, placement.channels, placement.dtype,
+                         placement.line_stride, placement.surf_stride, placement.atom)
+
+
 def cube_image(placement: TensorPlacement, cube: np.ndarray) -> np.ndarray:
-    """The bytes of the placement's footprint holding `cube` (C, H, W) in the 5.1 layout, elements
-    of the placement's type (little-endian; FP16 as its IEEE binary16 bits)."""
+    """The bytes of the placement's footprint holding `cube` (C, H, W) in the feature format
+    (`formats.pack_feature_layout`); the cube may include the padding lanes of the last surface."""
     cube = np.asarray(cube)
     c, h, w = cube.shape
     if (c, h, w) != (placement.channels, placement.height, placement.width) \
             and not (c == placement.lanes and (h, w) == (placement.height, placement.width)):
         raise NvdlaSimError(f"{placement.name}: cube of shape {cube.shape} does not match the "
                             f"placement {placement.channels}x{placement.height}x{placement.width}")
-    element = np.dtype(placement.dtype.numpy).newbyteorder("<")
-    lanes = np.zeros((placement.lanes, h, w), element)
-    lanes[:c] = cube.astype(placement.dtype.numpy)
-    atom_ch, atom = placement.atom_channels, placement.atom
-    image = np.zeros(placement.size_bytes, np.uint8)
-    data = np.ascontiguousarray(lanes.reshape(placement.surfaces, atom_ch, h, w)
-                                .transpose(0, 2, 3, 1)).view(np.uint8)
-    s = np.arange(placement.surfaces)[:, None, None] * placement.surf_stride
-    y = np.arange(h)[None, :, None] * placement.line_stride
-    x = np.arange(w)[None, None, :] * atom
-    starts = (s + y + x).reshape(-1)
-    image[starts[:, None] + np.arange(atom)[None, :]] = data.reshape(-1, atom)
-    return image
+    # Not pack_feature: its alignment check is nv_full's table (nv_small atoms are 8 bytes).
+    return pack_feature_layout(cube.astype(placement.dtype.numpy), feature_layout(placement))
 
 
 def read_output(engine, placement: TensorPlacement) -> np.ndarray:
     """The (C, H, W) cube (of the placement's element type) in an engine's memory after a run."""
-    from ..layout import read_cube
-    dtype = placement.dtype.numpy
-    cube = read_cube(engine.memory.space(placement.ram_type), placement.address, placement.width,
-                     placement.height, placement.channels, placement.line_stride,
-                     placement.surf_stride, placement.atom_channels,
-                     np.int16 if dtype is np.float16 else dtype)
-    cube = cube[:placement.channels]
-    return cube.view(np.float16) if dtype is np.float16 else cube
+    raw = engine.memory.space(placement.ram_type).read(placement.address, placement.size_bytes)
+    return formats.unpack_feature(raw, feature_layout(placement))
 
 
 def simulate_crcs(program: RegisterProgram, hw: HardwareConfig, memory: str = "rtl_testbench"):

@@ -30,9 +30,11 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from .. import formats
 from ..config import HardwareConfig
 from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError, UnsupportedError
+from ..formats import pre_extend
 from .emit import Converter, ProgramBuilder, element_type
 from .emit_pdp import PdpLayer
 from .emit_sdp import SdpLayer, sdp_needs_rdma, write_sdp
@@ -70,25 +72,8 @@ class ConvLayer:
 
 
 def kernel_group(hw: HardwareConfig, dtype: DataType) -> int:
-    """Kernels of one weight group: ATOMIC_K for INT8, half of it for 16-bit weights."""
-    return max(1, hw.atomic_k // dtype.bytes)
-
-
-# -- weights -----------------------------------------------------------------------------------
-def weight_image(weights: np.ndarray, atomic_c: int, atomic_k: int) -> np.ndarray:
-    """Weight bytes in CDMA/CSC order: [kernel group][channel block][r][s][kernel][channel];
-    `atomic_k` kernels per group, `atomic_c` channels (elements) per block; elements of the
-    weights' type, little-endian."""
-    w = np.asarray(weights)
-    w = w.astype(np.dtype(w.dtype).newbyteorder("<"))
-    k, c, r, s = w.shape
-    out = []
-    for k0 in range(0, k, atomic_k):
-        group = w[k0:k0 + atomic_k]                       # (kg, C, R, S)
-        for c0 in range(0, c, atomic_c):
-            block = group[:, c0:c0 + atomic_c]            # (kg, cb, R, S)
-            out.append(block.transpose(2, 3, 0, 1).reshape(-1))   # r, s, kernel, channel
-    return np.concatenate(out).view(np.uint8)
+    """Kernels of one weight group of this configuration (`formats.kernel_group`)."""
+    return formats.kernel_group(hw.atomic_k, dtype)
 
 
 # -- image input -------------------------------------------------------------------------------
@@ -112,14 +97,6 @@ def image_placement(name: str, space: str, address: int, channels: int, height: 
     bpp = PIXEL_FORMATS[pixel_channels(channels)][1]
     line = align_up(width * bpp, IMAGE_LINE_ALIGN_BYTES)
     return TensorPlacement(name, space, address, width, height, channels, bpp, line, line * height)
-
-
-def pre_extend(weights: np.ndarray, c_pixel: int) -> np.ndarray:
-    """(K, C, R, S) -> (K, S * c_pixel, R, 1): kernel column s, channel c at channel s*c_pixel + c."""
-    k, c, r, s = weights.shape
-    ext = np.zeros((k, s, c_pixel, r), np.asarray(weights).dtype)
-    ext[:, :, :c, :] = np.asarray(weights).transpose(0, 3, 1, 2)
-    return ext.reshape(k, s * c_pixel, r, 1)
 
 
 def image_entry_per_slice(hw: HardwareConfig, padded_width: int, bytes_per_pixel: int) -> int:
@@ -438,11 +415,10 @@ def place_weights(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer) -> Buff
     if not b.images:                    # timing only: the buffer, not its bytes
         return alloc.weights(f"{layer.name}_weights",
                              int(np.prod(np.shape(layer.weights))) * dtype.bytes)
-    image = weight_image(layer.weights, b.hw.atomic_c, kernel_group(b.hw, dtype))
+    image = formats.pack_direct_weights(layer.weights, dtype, b.hw.atomic_c,
+                                        kernel_group(b.hw, dtype))   # padded to 128 bytes
     buf = alloc.weights(f"{layer.name}_weights", image.size)
-    padded = np.zeros(buf.size_bytes, np.uint8)
-    padded[:image.size] = image
-    b.mem_load(buf.address, padded, buf.name)
+    b.mem_load(buf.address, image, buf.name)
     return buf
 
 

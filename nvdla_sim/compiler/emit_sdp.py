@@ -29,7 +29,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..datatype import INT8, DataType
+from .. import formats
+from ..datatype import INT8, INT16, DataType
 from ..errors import NvdlaSimError, UnsupportedError
 from .emit import IDENTITY, Converter, ProgramBuilder
 from .emit_pdp import PdpLayer, plan_pdp, write_pdp
@@ -167,27 +168,30 @@ def place_operands(b: ProgramBuilder, alloc: Allocator, name: str, parts: dict[s
     # INT8 SDP reads one byte per operand when every value fits; INT16/FP16 always two.
     one_byte = dtype == INT8 and all(_fits_int8(a) for a in arrays)
     size = "ONE_BYTE" if one_byte else "TWO_BYTE"
-    element = np.float16 if dtype.is_float else np.int8 if one_byte else np.int16
-    components = len(arrays)
+    nbytes = 1 if one_byte else 2
+    ctype = dtype if dtype.is_float else INT8 if one_byte else INT16
+    parts = [a.astype(ctype.numpy) for a in arrays]
+    k = len(parts)
     if arrays[0].ndim == 1:
-        # One value per lane, surfaces back to back; BOTH interleaves ALU, MUL per lane.
-        image = np.zeros((lanes, components), element)
-        for i, a in enumerate(arrays):
-            image[:c, i] = a
-        buf = alloc.buffer(f"{name}_operand", image.nbytes)
+        # One value per lane, surfaces back to back; BOTH interleaves ALU, MUL per lane.  The
+        # formats packer pads to nv_full's 32-element atoms: keep this configuration's lanes.
+        image = formats.pack_per_channel(parts, dtype, nbytes)[:lanes * k * nbytes]
+        buf = alloc.buffer(f"{name}_operand", image.size)
         b.mem_load(buf.address, image, buf.name)
         return MemoryOperand(use, size, "PER_KERNEL", buf)
-    # Per element: a feature cube whose element is components * size bytes.
-    elem = components * np.dtype(element).itemsize
-    line_stride = w * atom * elem
+    # Per element: the feature format with an element of k components (channel c, component i
+    # at interleaved channel c * k + i, so an atom of `atom` elements holds atom * k values);
+    # packed strides.  (formats.pack_per_element gives these bytes for 32-byte atoms only.)
+    line_stride = w * atom * k * nbytes
     surf_stride = h * line_stride
+    interleaved = np.zeros((lanes, k, h, w), ctype.numpy)
+    for i, part in enumerate(parts):
+        interleaved[:c, i] = part
+    layout = formats.FeatureLayout(w, h, lanes * k, ctype, line_stride, surf_stride,
+                                   atom * k * nbytes)
+    image = formats.pack_feature_layout(interleaved.reshape(lanes * k, h, w), layout)
     buf = alloc.buffer(f"{name}_operand", (lanes // atom) * surf_stride)
-    stacked = np.zeros((lanes, h, w, components), element)
-    for i, a in enumerate(arrays):
-        stacked[:c, :, :, i] = a
-    # Element (c, y, x) at (c // atom) * surf + y * line + x * atom * elem + (c % atom) * elem.
-    image = stacked.reshape(lanes // atom, atom, h, w, components).transpose(0, 2, 3, 1, 4)
-    b.mem_load(buf.address, np.ascontiguousarray(image).view(np.uint8).reshape(-1), buf.name)
+    b.mem_load(buf.address, image, buf.name)
     return MemoryOperand(use, size, "PER_ELEMENT", buf, line_stride, surf_stride)
 
 

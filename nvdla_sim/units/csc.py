@@ -26,6 +26,7 @@ from typing import Generator
 
 import numpy as np
 
+from .. import formats
 from ..errors import NvdlaSimError
 from ..regs import GroupView
 from ..timing import conv as conv_timing
@@ -134,41 +135,17 @@ def decode_geometry(view: GroupView, dtype: DataType = INT8) -> ConvGeometry:
 
 
 # -- weights -----------------------------------------------------------------------------------
-def weight_offsets(kernels: int, rows: int, cols: int, channels: int, atomic_c: int,
-                   atomic_k: int) -> np.ndarray:
-    """Element offset of weight (k, r, s, c) in the CBUF/memory weight layout, shape (K, R, S, C)
-    (`atomic_c` channels per block, `atomic_k` kernels per group, both in elements).
-
-    Kernel groups of ATOMIC_K kernels (the last may be short); in a group, channel blocks of
-    ATOMIC_C (the last may be short); in a block, kernel positions r then s; at a position, the
-    group's kernels one after another, each with the block's channels."""
-    k = np.arange(kernels, dtype=np.int64)[:, None, None, None]
-    r = np.arange(rows, dtype=np.int64)[None, :, None, None]
-    s = np.arange(cols, dtype=np.int64)[None, None, :, None]
-    c = np.arange(channels, dtype=np.int64)[None, None, None, :]
-    group, cell = k // atomic_k, k % atomic_k
-    in_group = np.minimum(atomic_k, kernels - group * atomic_k)
-    block, lane = c // atomic_c, c % atomic_c
-    n_blocks = -(-channels // atomic_c)
-    block_width = np.where(block == n_blocks - 1, channels - (n_blocks - 1) * atomic_c, atomic_c)
-    positions = rows * cols
-    return (group * (positions * channels * atomic_k)
-            + block * (atomic_c * positions * in_group)
-            + (r * cols + s) * block_width * in_group
-            + cell * block_width + lane)
-
-
 def unpack_weights(raw: np.ndarray, kernels: int, rows: int, cols: int, channels: int,
                    atomic_c: int, atomic_k: int, dtype: DataType = INT8) -> np.ndarray:
-    """(K, R, S, C) weights of `dtype` (little-endian elements) from the raw CBUF bytes."""
-    offsets = weight_offsets(kernels, rows, cols, channels, atomic_c, atomic_k)
+    """(K, R, S, C) weights of `dtype` from the raw CBUF bytes: the direct-convolution weight
+    format (`formats.unpack_direct_weights`), `atomic_k` kernels per group."""
     need = kernels * rows * cols * channels * dtype.bytes
     if need > raw.size:
         raise NvdlaSimError(f"CSC: {kernels} kernels of {rows}x{cols}x{channels} {dtype} need "
                             f"{need} weight bytes but CDMA loaded {raw.size} (WEIGHT_BYTES)")
-    usable = raw.size - raw.size % dtype.bytes
-    elements = raw[:usable].view(np.dtype(dtype.numpy).newbyteorder("<"))
-    return elements[offsets].astype(dtype.numpy)
+    w = formats.unpack_direct_weights(raw, (kernels, channels, rows, cols), dtype, atomic_c,
+                                      atomic_k)
+    return np.ascontiguousarray(w.transpose(0, 2, 3, 1))
 
 
 def winograd_weight_offsets(kernels: int, channels: int, group: int) -> np.ndarray:
