@@ -21,6 +21,14 @@ import simpy
 from ..errors import NvdlaSimError
 
 
+class Granted:
+    """What `Pool.acquire` returns when the credits are granted without an event."""
+    __slots__ = ()
+
+
+GRANTED = Granted()
+
+
 @dataclass
 class Seg:
     n: float                    # units in the token
@@ -62,10 +70,17 @@ class Pool:
         self.capacity = capacity
         self._wake()
 
-    def acquire(self, n: float) -> simpy.Event:
+    def acquire(self, n: float) -> simpy.Event | "Granted":
+        """An event that fires when `n` credits are the caller's; `GRANTED` (no event) when they
+        are free now, nobody waits before the caller and no other event is due this cycle: the
+        event would be the next one processed, so the caller may go on at once (see `waited`)."""
         if n > self.capacity:
             raise NvdlaSimError(f"{self.name}: {n:g} units requested at once but only "
                                 f"{self.capacity:g} exist (the hardware would never proceed)")
+        if not self._waiters and n <= self.free + 1e-6 and self.env.peek() > self.env.now:
+            self.free -= n
+            self.peak = max(self.peak, self.capacity - self.free)
+            return GRANTED
         event = self.env.event()
         self._waiters.append((n, event))
         self._wake()
@@ -135,13 +150,26 @@ class Tracker:
 
 
 def wait_until(env: simpy.Environment, t: float) -> Generator:
-    """Sleep until cycle `t` (no event when it is now or past)."""
-    if t > env.now:
-        yield env.timeout(t - env.now)
+    """Sleep until cycle `t` (no event when it is now or past).
+
+    When no other event is due before the wake-up (strictly: an event due at the same cycle
+    was scheduled earlier and would run first), the timeout would be the very next event
+    processed, so the caller goes on at once with the clock moved: the same cycles in the same
+    order, without the event (issue 20).  The clock moves by the same float sum a timeout uses."""
+    now = env.now
+    if t > now:
+        wake = now + (t - now)
+        if wake < env.peek():
+            env._now = wake
+            return
+        yield env.timeout(t - now)
 
 
 def waited(env: simpy.Environment, event: simpy.Event, tracker: Tracker, label: str) -> Generator:
-    """Wait for `event`, recording the wait as a stall; returns the event's value."""
+    """Wait for `event`, recording the wait as a stall; returns the event's value (a credit
+    grant without an event, `GRANTED`, returns None at once, as its event would)."""
+    if event is GRANTED:
+        return None
     start = env.now
     value = yield event
     tracker.stall(start, env.now, label)
