@@ -15,16 +15,14 @@ from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError
 from nvdla_sim.kernels.conv import conv_lines
 from nvdla_sim.kernels.nvfloat_py import cacc_fp48_add, cmac_fp16_dot
-from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
+from nvdla_sim.program import RegisterProgram
 
-from program_helpers import reg_writes
+from conv_helpers import CONV_UNITS, SRC, WT, conv_program, conv_registers
 
-SRC, WT = 0x8000_0000, 0x8100_0000
 ATOM_BYTES = 32                  # nv_full memory atom
 ENTRY_BYTES = 128                # nv_full CBUF entry
 BANK_ENTRIES = 256
 BLOCK_C = 64                     # channels per atomic operation (all precisions)
-CONV_UNITS = ("CACC", "CMAC_A", "CMAC_B", "CSC", "CDMA")
 
 
 @dataclass
@@ -143,23 +141,9 @@ def layer_program(layer: Layer) -> RegisterProgram:
                               "Y_DILATION_EXT": layer.dilation[1] - 1},
            "D_ZERO_PADDING": {"PAD_LEFT": layer.pad[0], "PAD_TOP": layer.pad[1]},
            "D_ZERO_PADDING_VALUE": {"PAD_VALUE": layer.pad_bits & 0xFFFF}, "D_BANK": bank}
-    proc = {"D_MISC_CFG": {"CONV_MODE": 0, "PROC_PRECISION": dt.code}}
-    cacc = {**proc, "D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": ow - 1, "DATAOUT_HEIGHT": oh - 1},
-            "D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1},
-            "D_CLIP_CFG": {"CLIP_TRUNCATE": layer.clip}}
-    regs = {f"{u}.S_POINTER": {"PRODUCER": 0} for u in CONV_UNITS}
-    for unit, fields in (("CDMA", cdma), ("CSC", csc), ("CMAC_A", proc), ("CMAC_B", proc),
-                         ("CACC", cacc)):
-        for reg, f in fields.items():
-            regs[f"{unit}.{reg}"] = f
-    for name, f in layer.overrides.items():
-        regs[name] = {**regs.get(name, {}), **f}
-    return RegisterProgram(f"conv_{dt}", [
-        MemLoad("pri_mem", SRC, feature), MemLoad("pri_mem", WT, wts),
-        IntrNotify("CACC", 0, "cacc"), IntrNotify("CDMA_DAT", 0, "dat"),
-        IntrNotify("CDMA_WT", 0, "wt"),
-        *reg_writes(regs, version=1),
-        *reg_writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS}, version=1)])
+    regs = conv_registers(cdma, csc, dt, ow, oh, k, conv_mode=0, clip=layer.clip,
+                          overrides=layer.overrides)
+    return conv_program(f"conv_{dt}", regs, feature, wts, cdma_interrupts=True)
 
 
 def run_layer(layer: Layer, compute_values: bool = True) -> tuple[np.ndarray | None, Engine]:
@@ -598,45 +582,38 @@ def test_8bit_image_converted_to_16_bit_types(dtype):
     misc = {"CONV_MODE": 0, "IN_PRECISION": INT8.code, "PROC_PRECISION": dtype.code}
     bank = {"DATA_BANK": 0, "WEIGHT_BANK": 0}
     ow, oh = ref.shape[2], ref.shape[1]
-    regs = {f"{u}.S_POINTER": {"PRODUCER": 0} for u in CONV_UNITS}
-    regs.update({
-        "CDMA.D_MISC_CFG": misc,
-        "CDMA.D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 13},
-        "CDMA.D_DATAIN_SIZE_0": {"DATAIN_WIDTH": w - 1, "DATAIN_HEIGHT": h - 1},
-        "CDMA.D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": 3},
-        "CDMA.D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
-        "CDMA.D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
-        "CDMA.D_LINE_STRIDE": {"LINE_STRIDE": 32}, "CDMA.D_ENTRY_PER_SLICE": {"ENTRIES": 0},
-        "CDMA.D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": 4 * s * r * 2 - 1},
-        "CDMA.D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": k - 1},
-        "CDMA.D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
-        "CDMA.D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
-        "CDMA.D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
-        "CDMA.D_CVT_CFG": {"CVT_EN": 1, "CVT_TRUNCATE": trunc},
-        "CDMA.D_CVT_SCALE": {"CVT_SCALE": scale}, "CDMA.D_MEAN_FORMAT": {"MEAN_FORMAT": 1},
-        "CDMA.D_MEAN_GLOBAL_0": {"MEAN_RY": means[0], "MEAN_GU": means[1]},
-        "CDMA.D_MEAN_GLOBAL_1": {"MEAN_BV": means[2] & 0xFFFF, "MEAN_AX": means[3]},
-        "CDMA.D_ZERO_PADDING": {"PAD_LEFT": 1}, "CDMA.D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits},
-        "CDMA.D_BANK": bank,
-        "CSC.D_MISC_CFG": misc, "CSC.D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1},
-        "CSC.D_DATAIN_SIZE_EXT_0": {"DATAIN_WIDTH_EXT": w - 1, "DATAIN_HEIGHT_EXT": h - 1},
-        "CSC.D_DATAIN_SIZE_EXT_1": {"DATAIN_CHANNEL_EXT": 3},
-        "CSC.D_WEIGHT_SIZE_EXT_0": {"WEIGHT_WIDTH_EXT": 0, "WEIGHT_HEIGHT_EXT": r - 1},
-        "CSC.D_WEIGHT_SIZE_EXT_1": {"WEIGHT_CHANNEL_EXT": 4 * s - 1, "WEIGHT_KERNEL": k - 1},
-        "CSC.D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": ow - 1, "DATAOUT_HEIGHT": oh - 1},
-        "CSC.D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1},
-        "CSC.D_ZERO_PADDING": {"PAD_LEFT": 1}, "CSC.D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits},
-        "CSC.D_BANK": bank,
-        "CMAC_A.D_MISC_CFG": {"PROC_PRECISION": dtype.code},
-        "CMAC_B.D_MISC_CFG": {"PROC_PRECISION": dtype.code},
-        "CACC.D_MISC_CFG": {"PROC_PRECISION": dtype.code},
-        "CACC.D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": ow - 1, "DATAOUT_HEIGHT": oh - 1},
-        "CACC.D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1}})
+    cdma = {
+        "D_MISC_CFG": misc,
+        "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 13},
+        "D_DATAIN_SIZE_0": {"DATAIN_WIDTH": w - 1, "DATAIN_HEIGHT": h - 1},
+        "D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": 3},
+        "D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
+        "D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
+        "D_LINE_STRIDE": {"LINE_STRIDE": 32}, "D_ENTRY_PER_SLICE": {"ENTRIES": 0},
+        "D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": 4 * s * r * 2 - 1},
+        "D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": k - 1},
+        "D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
+        "D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
+        "D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
+        "D_CVT_CFG": {"CVT_EN": 1, "CVT_TRUNCATE": trunc},
+        "D_CVT_SCALE": {"CVT_SCALE": scale}, "D_MEAN_FORMAT": {"MEAN_FORMAT": 1},
+        "D_MEAN_GLOBAL_0": {"MEAN_RY": means[0], "MEAN_GU": means[1]},
+        "D_MEAN_GLOBAL_1": {"MEAN_BV": means[2] & 0xFFFF, "MEAN_AX": means[3]},
+        "D_ZERO_PADDING": {"PAD_LEFT": 1}, "D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits},
+        "D_BANK": bank}
+    csc = {
+        "D_MISC_CFG": misc, "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1},
+        "D_DATAIN_SIZE_EXT_0": {"DATAIN_WIDTH_EXT": w - 1, "DATAIN_HEIGHT_EXT": h - 1},
+        "D_DATAIN_SIZE_EXT_1": {"DATAIN_CHANNEL_EXT": 3},
+        "D_WEIGHT_SIZE_EXT_0": {"WEIGHT_WIDTH_EXT": 0, "WEIGHT_HEIGHT_EXT": r - 1},
+        "D_WEIGHT_SIZE_EXT_1": {"WEIGHT_CHANNEL_EXT": 4 * s - 1, "WEIGHT_KERNEL": k - 1},
+        "D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": ow - 1, "DATAOUT_HEIGHT": oh - 1},
+        "D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1},
+        "D_ZERO_PADDING": {"PAD_LEFT": 1}, "D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits},
+        "D_BANK": bank}
+    regs = conv_registers(cdma, csc, dtype, ow, oh, k)
     engine = Engine(load_hardware("nv_full"))
-    engine.run(RegisterProgram("image16", [
-        MemLoad("pri_mem", SRC, img), MemLoad("pri_mem", WT, packed),
-        IntrNotify("CACC", 0, "cacc"), *reg_writes(regs, version=1),
-        *reg_writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS}, version=1)]))
+    engine.run(conv_program("image16", regs, img, packed))
     out = engine.channel("cacc->sdp").items[0][:k]
     if dtype == INT16:
         np.testing.assert_array_equal(out, ref.astype(np.int64))

@@ -13,10 +13,10 @@ from nvdla_sim.config import load_hardware
 from nvdla_sim.datatype import FP16, INT8, INT16
 from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError
-from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
 
+from conv_helpers import CONV_UNITS, SRC, WT, conv_program, conv_registers
 from program_helpers import reg_writes
-from test_conv_precision import CONV_UNITS, SRC, WT, pack_weights
+from test_conv_precision import pack_weights
 
 LINE = 256                                   # line stride, 32-byte aligned
 CBUF_ORDER = {"R": 0, "G": 1, "B": 2, "A": 3, "X": 3, "Y": 0, "U": 1, "V": 2}
@@ -69,36 +69,32 @@ def image_program(code, proc, comps, kernels=3, cvt=None, means=None, sign_overr
     packed = pack_weights(wts, 32 if proc == INT8 else 16)
     misc = {"CONV_MODE": 0, "IN_PRECISION": in_type.code, "PROC_PRECISION": proc.code}
     bank = {"DATA_BANK": 0, "WEIGHT_BANK": 0}
-    regs = {f"{u}.S_POINTER": {"PRODUCER": 0} for u in CONV_UNITS}
-    regs.update({
-        "CDMA.D_MISC_CFG": misc,
-        "CDMA.D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": code,
-                                 "PIXEL_SIGN_OVERRIDE": sign_override},
-        "CDMA.D_DATAIN_SIZE_0": {"DATAIN_WIDTH": w - 1, "DATAIN_HEIGHT": h - 1},
-        "CDMA.D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": e - 1},
-        "CDMA.D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
-        "CDMA.D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
-        "CDMA.D_LINE_STRIDE": {"LINE_STRIDE": LINE}, "CDMA.D_ENTRY_PER_SLICE": {"ENTRIES": 0},
-        "CDMA.D_NAN_FLUSH_TO_ZERO": {"NAN_TO_ZERO": nan_to_zero},
-        "CDMA.D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": e * proc.bytes - 1},
-        "CDMA.D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": kernels - 1},
-        "CDMA.D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
-        "CDMA.D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
-        "CDMA.D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
-        "CDMA.D_BANK": bank,
-        "CSC.D_MISC_CFG": misc, "CSC.D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1},
-        "CSC.D_DATAIN_SIZE_EXT_0": {"DATAIN_WIDTH_EXT": w - 1, "DATAIN_HEIGHT_EXT": h - 1},
-        "CSC.D_DATAIN_SIZE_EXT_1": {"DATAIN_CHANNEL_EXT": e - 1},
-        "CSC.D_WEIGHT_SIZE_EXT_0": {"WEIGHT_WIDTH_EXT": 0, "WEIGHT_HEIGHT_EXT": 0},
-        "CSC.D_WEIGHT_SIZE_EXT_1": {"WEIGHT_CHANNEL_EXT": e - 1, "WEIGHT_KERNEL": kernels - 1},
-        "CSC.D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": w - 1, "DATAOUT_HEIGHT": h - 1},
-        "CSC.D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": kernels - 1},
-        "CSC.D_BANK": bank,
-        "CMAC_A.D_MISC_CFG": {"PROC_PRECISION": proc.code},
-        "CMAC_B.D_MISC_CFG": {"PROC_PRECISION": proc.code},
-        "CACC.D_MISC_CFG": {"PROC_PRECISION": proc.code},
-        "CACC.D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": w - 1, "DATAOUT_HEIGHT": h - 1},
-        "CACC.D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": kernels - 1}})
+    cdma = {
+        "D_MISC_CFG": misc,
+        "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": code,
+                            "PIXEL_SIGN_OVERRIDE": sign_override},
+        "D_DATAIN_SIZE_0": {"DATAIN_WIDTH": w - 1, "DATAIN_HEIGHT": h - 1},
+        "D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": e - 1},
+        "D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
+        "D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
+        "D_LINE_STRIDE": {"LINE_STRIDE": LINE}, "D_ENTRY_PER_SLICE": {"ENTRIES": 0},
+        "D_NAN_FLUSH_TO_ZERO": {"NAN_TO_ZERO": nan_to_zero},
+        "D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": e * proc.bytes - 1},
+        "D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": kernels - 1},
+        "D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
+        "D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
+        "D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
+        "D_BANK": bank}
+    csc = {
+        "D_MISC_CFG": misc, "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1},
+        "D_DATAIN_SIZE_EXT_0": {"DATAIN_WIDTH_EXT": w - 1, "DATAIN_HEIGHT_EXT": h - 1},
+        "D_DATAIN_SIZE_EXT_1": {"DATAIN_CHANNEL_EXT": e - 1},
+        "D_WEIGHT_SIZE_EXT_0": {"WEIGHT_WIDTH_EXT": 0, "WEIGHT_HEIGHT_EXT": 0},
+        "D_WEIGHT_SIZE_EXT_1": {"WEIGHT_CHANNEL_EXT": e - 1, "WEIGHT_KERNEL": kernels - 1},
+        "D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": w - 1, "DATAOUT_HEIGHT": h - 1},
+        "D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": kernels - 1},
+        "D_BANK": bank}
+    regs = conv_registers(cdma, csc, proc, w, h, kernels)
     if cvt is not None:
         scale, trunc, offset = cvt
         regs.update({"CDMA.D_CVT_CFG": {"CVT_EN": 1, "CVT_TRUNCATE": trunc},
@@ -110,10 +106,7 @@ def image_program(code, proc, comps, kernels=3, cvt=None, means=None, sign_overr
                                               "MEAN_GU": means[1] & 0xFFFF},
                      "CDMA.D_MEAN_GLOBAL_1": {"MEAN_BV": means[2] & 0xFFFF,
                                               "MEAN_AX": means[3] & 0xFFFF}})
-    program = RegisterProgram(f"image_{code}", [
-        MemLoad("pri_mem", SRC, pack_image(code, comps)), MemLoad("pri_mem", WT, packed),
-        IntrNotify("CACC", 0, "cacc"), *reg_writes(regs, version=1),
-        *reg_writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS}, version=1)])
+    program = conv_program(f"image_{code}", regs, pack_image(code, comps), packed)
     return program, wts
 
 

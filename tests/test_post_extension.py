@@ -12,10 +12,9 @@ from nvdla_sim.config import load_hardware
 from nvdla_sim.datatype import FP16, INT8, INT16
 from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError
-from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
 
-from program_helpers import reg_writes
-from test_conv_precision import CONV_UNITS, SRC, WT, pack_weights
+from conv_helpers import SRC, WT, conv_program, conv_registers
+from test_conv_precision import pack_weights
 
 LINE = 64
 
@@ -46,41 +45,34 @@ def program(dtype, image, w, r, s, stride_y, pad_top, pad_bits, y_ext, out_h, ou
         img[y * LINE:y * LINE + width * 4] = image[y].ravel()
     misc = {"CONV_MODE": 0, "IN_PRECISION": INT8.code, "PROC_PRECISION": dtype.code}
     bank = {"DATA_BANK": 0, "WEIGHT_BANK": 0}
-    regs = {f"{u}.S_POINTER": {"PRODUCER": 0} for u in CONV_UNITS}
-    regs.update({
-        "CDMA.D_MISC_CFG": misc,
-        "CDMA.D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 12},
-        "CDMA.D_DATAIN_SIZE_0": {"DATAIN_WIDTH": width - 1, "DATAIN_HEIGHT": h - 1},
-        "CDMA.D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": 3},
-        "CDMA.D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
-        "CDMA.D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
-        "CDMA.D_LINE_STRIDE": {"LINE_STRIDE": LINE}, "CDMA.D_ENTRY_PER_SLICE": {"ENTRIES": 0},
-        "CDMA.D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": c * r * dtype.bytes - 1},
-        "CDMA.D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": k - 1},
-        "CDMA.D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
-        "CDMA.D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
-        "CDMA.D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
-        "CDMA.D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits}, "CDMA.D_BANK": bank,
-        "CSC.D_MISC_CFG": misc, "CSC.D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1},
-        "CSC.D_DATAIN_SIZE_EXT_0": {"DATAIN_WIDTH_EXT": width - 1, "DATAIN_HEIGHT_EXT": h - 1},
-        "CSC.D_DATAIN_SIZE_EXT_1": {"DATAIN_CHANNEL_EXT": 3},
-        "CSC.D_POST_Y_EXTENSION": {"Y_EXTENSION": y_ext},
-        "CSC.D_WEIGHT_SIZE_EXT_0": {"WEIGHT_WIDTH_EXT": 0, "WEIGHT_HEIGHT_EXT": r - 1},
-        "CSC.D_WEIGHT_SIZE_EXT_1": {"WEIGHT_CHANNEL_EXT": c - 1, "WEIGHT_KERNEL": k - 1},
-        "CSC.D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": out_w - 1, "DATAOUT_HEIGHT": out_h - 1},
-        "CSC.D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1},
-        "CSC.D_CONV_STRIDE_EXT": {"CONV_Y_STRIDE_EXT": stride_y - 1},
-        "CSC.D_ZERO_PADDING": {"PAD_TOP": pad_top},
-        "CSC.D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits}, "CSC.D_BANK": bank,
-        "CMAC_A.D_MISC_CFG": {"PROC_PRECISION": dtype.code},
-        "CMAC_B.D_MISC_CFG": {"PROC_PRECISION": dtype.code},
-        "CACC.D_MISC_CFG": {"PROC_PRECISION": dtype.code},
-        "CACC.D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": out_w - 1, "DATAOUT_HEIGHT": out_h - 1},
-        "CACC.D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1}})
-    return RegisterProgram("post_ext", [
-        MemLoad("pri_mem", SRC, img), MemLoad("pri_mem", WT, packed),
-        IntrNotify("CACC", 0, "cacc"), *reg_writes(regs, version=1),
-        *reg_writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS}, version=1)])
+    cdma = {
+        "D_MISC_CFG": misc,
+        "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 12},
+        "D_DATAIN_SIZE_0": {"DATAIN_WIDTH": width - 1, "DATAIN_HEIGHT": h - 1},
+        "D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": 3},
+        "D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
+        "D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
+        "D_LINE_STRIDE": {"LINE_STRIDE": LINE}, "D_ENTRY_PER_SLICE": {"ENTRIES": 0},
+        "D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": c * r * dtype.bytes - 1},
+        "D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": k - 1},
+        "D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
+        "D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
+        "D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
+        "D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits}, "D_BANK": bank}
+    csc = {
+        "D_MISC_CFG": misc, "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1},
+        "D_DATAIN_SIZE_EXT_0": {"DATAIN_WIDTH_EXT": width - 1, "DATAIN_HEIGHT_EXT": h - 1},
+        "D_DATAIN_SIZE_EXT_1": {"DATAIN_CHANNEL_EXT": 3},
+        "D_POST_Y_EXTENSION": {"Y_EXTENSION": y_ext},
+        "D_WEIGHT_SIZE_EXT_0": {"WEIGHT_WIDTH_EXT": 0, "WEIGHT_HEIGHT_EXT": r - 1},
+        "D_WEIGHT_SIZE_EXT_1": {"WEIGHT_CHANNEL_EXT": c - 1, "WEIGHT_KERNEL": k - 1},
+        "D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": out_w - 1, "DATAOUT_HEIGHT": out_h - 1},
+        "D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1},
+        "D_CONV_STRIDE_EXT": {"CONV_Y_STRIDE_EXT": stride_y - 1},
+        "D_ZERO_PADDING": {"PAD_TOP": pad_top},
+        "D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits}, "D_BANK": bank}
+    regs = conv_registers(cdma, csc, dtype, out_w, out_h, k)
+    return conv_program("post_ext", regs, img, packed)
 
 
 def reference(image, w, s, stride_y, pad_top, pad, out_h, out_w, as_float=False):

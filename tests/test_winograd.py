@@ -15,15 +15,13 @@ from nvdla_sim.config import load_hardware
 from nvdla_sim.datatype import FP16, INT8, INT16, DataType
 from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError
-from nvdla_sim.program import IntrNotify, MemLoad, RegisterProgram
+from nvdla_sim.program import RegisterProgram
 from nvdla_sim.timing.conv import csc_geometry
 
-from program_helpers import reg_writes
+from conv_helpers import SRC, WT, conv_program, conv_registers
 from test_conv_precision import pack_feature
 
-SRC, WT = 0x8000_0000, 0x8100_0000
 BANK_ENTRIES = 256
-CONV_UNITS = ("CACC", "CMAC_A", "CMAC_B", "CSC", "CDMA")
 
 B_T = np.array([[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]], np.int64)
 A_T = np.array([[1, 1, 1, 0], [0, 1, -1, -1]], np.int64)
@@ -113,23 +111,9 @@ def wino_program(layer: WinoLayer) -> RegisterProgram:
            "D_ENTRY_PER_SLICE": {"ENTRIES": slice_entries - 1},
            "D_PRA_CFG": {"PRA_TRUNCATE": layer.pra_truncate},
            "D_ZERO_PADDING_VALUE": {"PAD_VALUE": layer.pad_bits & 0xFFFF}, "D_BANK": bank}
-    proc = {"D_MISC_CFG": {"CONV_MODE": 1, "PROC_PRECISION": dt.code}}
-    cacc = {**proc, "D_DATAOUT_SIZE_0": {"DATAOUT_WIDTH": ow - 1, "DATAOUT_HEIGHT": oh - 1},
-            "D_DATAOUT_SIZE_1": {"DATAOUT_CHANNEL": k - 1},
-            "D_CLIP_CFG": {"CLIP_TRUNCATE": layer.clip}}
-    regs = {f"{u}.S_POINTER": {"PRODUCER": 0} for u in CONV_UNITS}
-    for unit, fields in (("CDMA", cdma), ("CSC", csc), ("CMAC_A", proc), ("CMAC_B", proc),
-                         ("CACC", cacc)):
-        for reg, f in fields.items():
-            regs[f"{unit}.{reg}"] = f
-    for name, f in layer.overrides.items():
-        regs[name] = {**regs.get(name, {}), **f}
-    return RegisterProgram(f"wino_{dt}", [
-        MemLoad("pri_mem", SRC, feature), MemLoad("pri_mem", WT, wts),
-        IntrNotify("CACC", 0, "cacc"), IntrNotify("CDMA_DAT", 0, "dat"),
-        IntrNotify("CDMA_WT", 0, "wt"),
-        *reg_writes(regs, version=1),
-        *reg_writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS}, version=1)])
+    regs = conv_registers(cdma, csc, dt, ow, oh, k, conv_mode=1, clip=layer.clip,
+                          overrides=layer.overrides)
+    return conv_program(f"wino_{dt}", regs, feature, wts, cdma_interrupts=True)
 
 
 def run(layer: WinoLayer, compute_values: bool = True):

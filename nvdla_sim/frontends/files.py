@@ -46,3 +46,12 @@ def read_text(path: Path, what: str) -> str:
 
 def file_size(path: Path, what: str) -> int:
     return _checked(Path(path), what)
+
+
+def txn_file(path: Path | str) -> tuple[Path, Path, str]:
+    """A trace folder or its input.txn -> (input.txn path, folder, program name): the folder's
+    name for an input.txn, else the file's stem."""
+    path = Path(path)
+    txn = path / "input.txn" if path.is_dir() else path
+    folder = txn.parent
+    return txn, folder, folder.name if txn.name == "input.txn" else txn.stem

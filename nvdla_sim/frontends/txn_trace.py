@@ -25,7 +25,7 @@ from ..errors import NvdlaSimError
 from ..program import (DumpMem, MemLoad, ReadReg, RegisterProgram, RegWrite, WaitInterrupt,
                        Where)
 from ..regs import register_map
-from .files import file_size, read_text
+from .files import txn_file, file_size, read_text
 
 DEFAULT_READ_ATTEMPTS = 10
 LINE_BYTES = 32
@@ -109,9 +109,7 @@ def load_txn_dat(path: Path, nbytes: int, where: Where) -> np.ndarray:
 
 def parse_txn(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
     """Parse a trace-player test folder (or its input.txn) into a RegisterProgram."""
-    path = Path(path)
-    txn = path / "input.txn" if path.is_dir() else path
-    folder = txn.parent
+    txn, folder, name = txn_file(path)
     lines = read_text(txn, "trace file").splitlines()
     plusargs = read_plusargs(folder)
     attempts = DEFAULT_READ_ATTEMPTS
@@ -122,7 +120,6 @@ def parse_txn(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
                                 f"positive number, got '{text}'")
         attempts = int(text)
     regmap = register_map(nvdla_version)
-    name = folder.name if txn.name == "input.txn" else txn.stem
     program = RegisterProgram(name=name, source=txn)
     commands = program.commands
     for number, raw in enumerate(lines, 1):

@@ -26,12 +26,12 @@ from pathlib import Path
 import numpy as np
 
 from ..config import HardwareConfig
-from ..engine.glb import INTR_BIT
 from ..errors import NvdlaSimError
 from ..memory import MemorySystem
 from ..program import (CheckCrc, CheckNothing, DumpMem, IntrNotify, MemFill, MemLoad,
                        PollRegEqual, ReadReg, RegisterProgram, RegWrite, SyncWait, WaitInterrupt)
 from ..regs import register_map
+from .interrupts import SyncIds, csb_word
 from .txn_trace import LINE_BYTES
 
 MIN_POLL_ATTEMPTS = 100_000
@@ -51,10 +51,6 @@ def write_txn_dat(path: Path, data: np.ndarray, header: str = "") -> None:
         f.write(body + b"\n")
 
 
-def _csb_word(addr: int) -> str:
-    return f"0xffff{addr // 4:04x}"
-
-
 def _aligned(addr: int, nbytes: int) -> tuple[int, int]:
     lo = addr - addr % LINE_BYTES
     hi = -(-(addr + nbytes) // LINE_BYTES) * LINE_BYTES
@@ -71,8 +67,6 @@ def _translate(program: RegisterProgram, hw: HardwareConfig, name: str,
     shadow = MemorySystem(has_secondary=True)        # what the trace itself placed in memory
     out: list = []
     images: dict[str, np.ndarray] = {}
-    armed: dict[str, int] = {}                       # sync id -> status bit, not yet awaited
-    awaited: set[str] = set()
     deferred: dict[str, list[CheckCrc]] = {}
     dump_crcs: list[CheckCrc | None] = []
 
@@ -82,13 +76,13 @@ def _translate(program: RegisterProgram, hw: HardwareConfig, name: str,
                            check.where))
         dump_crcs.append(crc)
 
-    def await_interrupt(sync_id: str) -> None:
-        bit = armed.pop(sync_id)
+    def await_interrupt(sync_id: str, bit: int) -> None:
         out.append(ReadReg(status_addr, 1 << bit, 1 << bit, poll_attempts, "GLB.S_INTR_STATUS"))
         out.append(RegWrite(status_addr, 1 << bit, "GLB.S_INTR_STATUS"))
-        awaited.add(sync_id)
         for check in deferred.pop(sync_id, []):
             dump(check, check)
+
+    syncs = SyncIds(await_interrupt)
 
     commands = program.commands
     i = 0
@@ -118,19 +112,13 @@ def _translate(program: RegisterProgram, hw: HardwareConfig, name: str,
         elif isinstance(cmd, PollRegEqual):
             out.append(ReadReg(cmd.addr, 0xFFFFFFFF, cmd.value, poll_attempts, cmd.name, cmd.where))
         elif isinstance(cmd, IntrNotify):
-            if cmd.sync_id in armed or cmd.sync_id in awaited:
-                raise NvdlaSimError(f"{cmd.where or name}: sync id '{cmd.sync_id}' armed twice")
-            armed[cmd.sync_id] = INTR_BIT[(cmd.source, cmd.group)]
+            syncs.notify(cmd, cmd.where or name)
         elif isinstance(cmd, SyncWait):
-            if cmd.sync_id in armed:
-                await_interrupt(cmd.sync_id)
-            elif cmd.sync_id not in awaited:
-                raise NvdlaSimError(f"{cmd.where or name}: sync_wait on '{cmd.sync_id}' that no "
-                                    "intr_notify armed")
+            syncs.wait(cmd, cmd.where or name)
         elif isinstance(cmd, CheckCrc):
-            if cmd.sync_id in awaited:
+            if cmd.sync_id in syncs.awaited:
                 dump(cmd, cmd)
-            elif cmd.sync_id in armed:
+            elif cmd.sync_id in syncs.armed:
                 deferred.setdefault(cmd.sync_id, []).append(cmd)
             else:
                 raise NvdlaSimError(f"{cmd.where or name}: check on sync id '{cmd.sync_id}' that "
@@ -147,16 +135,15 @@ def _translate(program: RegisterProgram, hw: HardwareConfig, name: str,
         else:
             raise NvdlaSimError(f"{name}: cannot write command {cmd!r} to an input.txn")
         i += 1
-    for sync_id in list(armed):
-        await_interrupt(sync_id)
+    syncs.await_rest()
     return out, images, dump_crcs
 
 
 def _txn_line(cmd, regmap) -> str:
     if isinstance(cmd, RegWrite):
-        return f"write_reg {_csb_word(cmd.addr)} 0x{cmd.value:x} #{_reg_name(regmap, cmd.addr)}"
+        return f"write_reg {csb_word(cmd.addr)} 0x{cmd.value:x} #{_reg_name(regmap, cmd.addr)}"
     if isinstance(cmd, ReadReg):
-        return (f"read_reg {_csb_word(cmd.addr)} 0x{cmd.mask:08x} 0x{cmd.expected:08x} "
+        return (f"read_reg {csb_word(cmd.addr)} 0x{cmd.mask:08x} 0x{cmd.expected:08x} "
                 f"#{_reg_name(regmap, cmd.addr)}")
     if isinstance(cmd, WaitInterrupt):
         return "wait"

@@ -24,7 +24,7 @@ from ..errors import NvdlaSimError
 from ..engine.glb import INTR_BIT, Glb
 from ..program import ReadReg, RegisterProgram, RegWrite, UntilBits, WaitInterrupt, Where
 from ..regs import register_map
-from .files import read_bytes, read_text
+from .files import txn_file, read_bytes, read_text
 from .txn_trace import _hex, _register
 
 VP_READ_ATTEMPTS = 10            # gem5-NVDLA's CSB master tries a read_reg 10 times
@@ -95,9 +95,7 @@ def _is_address_register(name: str) -> bool:
 
 def parse_vp(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
     """Parse a VP capture folder (or its input.txn) into a RegisterProgram (see the module doc)."""
-    path = Path(path)
-    txn = path / "input.txn" if path.is_dir() else path
-    folder = txn.parent
+    txn, folder, name = txn_file(path)
     lines = read_text(txn, "trace file").splitlines()
     regmap = register_map(nvdla_version)
     status_addr = regmap.base("GLB") + regmap.units["GLB"].regs["S_INTR_STATUS"].offset
@@ -105,7 +103,6 @@ def parse_vp(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
     capture = VpCapture()
     if (folder / RD_ONLY_LOG).is_file():
         capture.read_only = read_rd_only_log(folder / RD_ONLY_LOG)
-    name = folder.name if txn.name == "input.txn" else txn.stem
     program = RegisterProgram(name=name, source=txn)
     commands = program.commands
     for number, raw in enumerate(lines, 1):

@@ -20,16 +20,12 @@ import struct
 from pathlib import Path
 
 from ..config import HardwareConfig
-from ..engine.glb import INTR_BIT
 from ..errors import NvdlaSimError
 from ..program import (CheckCrc, CheckNothing, DumpMem, IntrNotify, MemFill, MemLoad,
                        PollRegEqual, ReadReg, RegisterProgram, RegWrite, SyncWait, WaitInterrupt)
 from ..regs import register_map
+from .interrupts import SyncIds, csb_word
 from .vp_trace import RD_ONLY_LOG
-
-
-def _csb_word(addr: int) -> str:
-    return f"0xffff{addr // 4:04x}"
 
 
 def vp_lines(program: RegisterProgram, hw: HardwareConfig) -> tuple[list[str], list[tuple[int, int]]]:
@@ -38,34 +34,26 @@ def vp_lines(program: RegisterProgram, hw: HardwareConfig) -> tuple[list[str], l
     status = regmap.base("GLB") + regmap.units["GLB"].regs["S_INTR_STATUS"].offset
     lines: list[str] = []
     regions: list[tuple[int, int]] = []
-    armed: dict[str, int] = {}
-    awaited: set[str] = set()
 
-    def await_interrupt(sync_id: str) -> None:
-        bit = 1 << armed.pop(sync_id)
-        lines.append(f"until {_csb_word(status)} 0x{bit:08x}")
-        lines.append(f"write_reg {_csb_word(status)} 0x{bit:08x}\t#GLB.S_INTR_STATUS")
-        awaited.add(sync_id)
+    def await_interrupt(sync_id: str, bit: int) -> None:
+        lines.append(f"until {csb_word(status)} 0x{1 << bit:08x}")
+        lines.append(f"write_reg {csb_word(status)} 0x{1 << bit:08x}\t#GLB.S_INTR_STATUS")
+
+    syncs = SyncIds(await_interrupt)
 
     for cmd in program.commands:
         where = cmd.where or program.name
         if isinstance(cmd, RegWrite):
-            lines.append(f"write_reg {_csb_word(cmd.addr)} 0x{cmd.value:08x}\t#{cmd.name}")
+            lines.append(f"write_reg {csb_word(cmd.addr)} 0x{cmd.value:08x}\t#{cmd.name}")
         elif isinstance(cmd, PollRegEqual):
-            lines.append(f"read_reg {_csb_word(cmd.addr)} 0xffffffff 0x{cmd.value:08x}\t#{cmd.name}")
+            lines.append(f"read_reg {csb_word(cmd.addr)} 0xffffffff 0x{cmd.value:08x}\t#{cmd.name}")
         elif isinstance(cmd, ReadReg):
-            lines.append(f"read_reg {_csb_word(cmd.addr)} 0x{cmd.mask:08x} 0x{cmd.expected:08x}"
+            lines.append(f"read_reg {csb_word(cmd.addr)} 0x{cmd.mask:08x} 0x{cmd.expected:08x}"
                          f"\t#{cmd.name}")
         elif isinstance(cmd, IntrNotify):
-            if cmd.sync_id in armed or cmd.sync_id in awaited:
-                raise NvdlaSimError(f"{where}: sync id '{cmd.sync_id}' armed twice")
-            armed[cmd.sync_id] = INTR_BIT[(cmd.source, cmd.group)]
+            syncs.notify(cmd, where)
         elif isinstance(cmd, SyncWait):
-            if cmd.sync_id in armed:
-                await_interrupt(cmd.sync_id)
-            elif cmd.sync_id not in awaited:
-                raise NvdlaSimError(f"{where}: sync_wait on '{cmd.sync_id}' that no intr_notify "
-                                    "armed")
+            syncs.wait(cmd, where)
         elif isinstance(cmd, WaitInterrupt):
             lines.append("wait")
         elif isinstance(cmd, MemFill):
@@ -74,8 +62,7 @@ def vp_lines(program: RegisterProgram, hw: HardwareConfig) -> tuple[list[str], l
             regions.append((cmd.addr, cmd.data.size))
         elif not isinstance(cmd, (CheckCrc, CheckNothing, DumpMem)):
             raise NvdlaSimError(f"{where}: cannot write command {cmd!r} to a VP trace")
-    for sync_id in list(armed):
-        await_interrupt(sync_id)
+    syncs.await_rest()
     regions = list(dict.fromkeys(regions))          # a fill and a load of one buffer: once
     for addr, size in regions:
         if addr >= 1 << 32 or size >= 1 << 32:

@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ..engine.activity import ActivityLog
+
 if TYPE_CHECKING:
     from ..engine import Engine, RunResult
 
@@ -50,25 +52,20 @@ class VpLayer:
 
 
 def _merged(intervals: list[tuple[float, float]]) -> float:
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted(intervals):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    return total + (cur_e - cur_s if cur_e is not None else 0.0)
+    """Cycles the intervals cover, overlaps counted once (the activity log's own rule)."""
+    log = ActivityLog()
+    for s, e in intervals:
+        log.add("", "", s, e)
+    return log.totals().get("", {}).get("", 0.0)
 
 
 def _clipped(spans, start: float, end: float, kind: str, units) -> dict[str, float]:
-    by_unit: dict[str, list] = {}
+    """Per unit (of `units`, or every one), merged cycles of `kind` spans inside [start, end)."""
+    log = ActivityLog()
     for unit, k, s, e, _ in spans:
         if k == kind and (units is None or unit in units):
-            s, e = max(s, start), min(e, end)
-            if e > s:
-                by_unit.setdefault(unit, []).append((s, e))
-    return {u: _merged(iv) for u, iv in by_unit.items()}
+            log.add(unit, k, max(s, start), min(e, end))
+    return {u: kinds[kind] for u, kinds in log.totals().items()}
 
 
 def _interface_cycles(memif, read: int, write: int) -> float:

@@ -16,6 +16,7 @@ from ..layout import read_cube
 from ..regs import GroupView
 
 if TYPE_CHECKING:
+    from ..datatype import DataType
     from ..engine import Engine
 
 STATUS_IDLE, STATUS_RUNNING = 0, 1
@@ -113,17 +114,21 @@ class Unit:
 
     def read_src_cube(self, view: GroupView, ram_type: int, width: int, height: int,
                       channels: int, line_stride: int | None = None,
-                      surf_stride: int | None = None) -> np.ndarray | None:
-        """The input cube an RDMA reads from its D_SRC_* address and strides (SDP, PDP, CDP);
-        None in a timing-only run, which never reads memory contents."""
+                      surf_stride: int | None = None,
+                      dtype: "DataType | None" = None) -> np.ndarray | None:
+        """The input cube an RDMA reads from its D_SRC_* address and strides (SDP, PDP, CDP) in
+        `dtype` elements (INT8 when None); None in a timing-only run, which never reads memory
+        contents."""
         if not self.engine.compute_values:
             return None
+        atom_bytes = self.hw.memory_atomic_bytes
         return read_cube(self.engine.memory.space(ram_type),
                          view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
                          width, height, channels,
                          view.word("D_SRC_LINE_STRIDE") if line_stride is None else line_stride,
                          view.word("D_SRC_SURFACE_STRIDE") if surf_stride is None else surf_stride,
-                         self.hw.memory_atomic_bytes)
+                         atom_bytes if dtype is None else dtype.elements_per_atom(atom_bytes),
+                         np.int8 if dtype is None else dtype.numpy)
 
     def unsupported(self, reason: str) -> UnsupportedError:
         return UnsupportedError(f"{self.block}: {reason}")

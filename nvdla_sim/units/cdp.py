@@ -23,7 +23,7 @@ from .. import datatype
 from ..datatype import DataType
 from ..kernels.cdp import lrn_fp16, lrn_int
 from ..kernels.fixed import sign_extend
-from ..layout import read_cube, surfaces, write_cube
+from ..layout import surfaces, write_cube
 from ..regs import GroupView
 from ..timing import cdp as cdp_timing
 from .base import Unit
@@ -79,12 +79,7 @@ class CdpRdma(Unit):
         height = view.field("D_DATA_CUBE_HEIGHT", "HEIGHT") + 1
         channels = view.field("D_DATA_CUBE_CHANNEL", "CHANNEL") + 1
         ram_type = view.field("D_SRC_DMA_CFG", "SRC_RAM_TYPE")
-        cube = None
-        if self.engine.compute_values:
-            cube = read_cube(self.engine.memory.space(ram_type),
-                             view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
-                             width, height, channels, view.word("D_SRC_LINE_STRIDE"),
-                             view.word("D_SRC_SURFACE_STRIDE"), atom, dtype.numpy)
+        cube = self.read_src_cube(view, ram_type, width, height, channels, dtype=dtype)
         self.engine.timing.announce(cdp_timing.CH_RDMA)
         yield from self.send(CHANNEL, CdpInput(cube, channels, (width, height)))
         yield from cdp_timing.rdma(self, cdp_timing.CdpGeometry(

@@ -25,7 +25,7 @@ from .. import datatype
 from ..datatype import DataType
 from ..kernels.fixed import sign_extend
 from ..kernels.pdp import POOL_AVERAGE, POOL_MAX, POOL_MIN, pool_fp16, pool_int
-from ..layout import read_cube, surfaces, write_cube
+from ..layout import surfaces, write_cube
 from ..regs import GroupView
 from ..timing import pdp as pdp_timing
 from ..timing.dma import token_atoms
@@ -136,12 +136,7 @@ class PdpRdma(Unit):
         # The strips together cover columns [0, width); read that once, count overlap for timing.
         width = max(offset + w for offset, w in cols)
         ram_type = view.field("D_SRC_RAM_CFG", "SRC_RAM_TYPE")
-        cube = None
-        if self.engine.compute_values:
-            cube = read_cube(self.engine.memory.space(ram_type),
-                             view.addr("D_SRC_BASE_ADDR_LOW", "D_SRC_BASE_ADDR_HIGH"),
-                             width, height, channels, view.word("D_SRC_LINE_STRIDE"),
-                             view.word("D_SRC_SURFACE_STRIDE"), atom, dtype.numpy)
+        cube = self.read_src_cube(view, ram_type, width, height, channels, dtype=dtype)
         self.engine.timing.announce(pdp_timing.CH_RDMA)
         yield from self.send(CHANNEL_RDMA, cube)
         # Timing: each strip is read whole, overlap columns included.
