@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from nvdla_sim.compiler.emit import (Converter, ProgramBuilder, cube_image, fixed_multiplier,
-                                     simulate_crcs)
+from nvdla_sim import precision
+from nvdla_sim.compiler.emit import Converter, ProgramBuilder, cube_image, simulate_crcs
 from nvdla_sim.compiler.emit_cdp import CdpLayer, emit_cdp
 from nvdla_sim.compiler.lut import constant_lut
 from nvdla_sim.compiler.placement import CVSRAM, DBB, Allocator
@@ -105,14 +105,13 @@ def test_check_crc_expected_values_come_from_a_run():
 
 
 # -- converters --------------------------------------------------------------------------------
-def test_fixed_multiplier_keeps_15_bits():
-    assert fixed_multiplier(1.0) == (16384, 14)
-    assert fixed_multiplier(0.75) == (24576, 15)
-    assert fixed_multiplier(3.0) == (24576, 13)
-    assert fixed_multiplier(1e-30, max_shift=63)[1] == 63
-    assert fixed_multiplier(0.0) == (0, 0)
-    with pytest.raises(NvdlaSimError):
-        fixed_multiplier(40000.0)
+def test_fixed_point_keeps_15_bits():
+    assert precision.fixed_point(1.0) == (16384, 14, True)
+    assert precision.fixed_point(0.75) == (24576, 15, True)
+    assert precision.fixed_point(3.0) == (24576, 13, True)
+    assert precision.fixed_point(1e-30)[1] == 63
+    assert precision.fixed_point(0.0) == (0, 0, True)
+    assert precision.fixed_point(40000.0)[2] is False
     assert Converter() == Converter(0, 1, 0)
 
 

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from emit_helpers import INT32, random_cube, rha, run_layer, sat, sat8
-from nvdla_sim.compiler.emit import Converter, fixed_multiplier
+from nvdla_sim import precision
+from nvdla_sim.compiler.emit import Converter
 from nvdla_sim.compiler.emit_pdp import PdpLayer
 from nvdla_sim.compiler.emit_sdp import SdpLayer, XStage, YStage, emit_sdp
 from nvdla_sim.compiler.lut import activation_lut
@@ -144,7 +145,7 @@ def test_lut_activation_matches_float(function, s_in):
     x = random_cube(np.random.default_rng(10), (33, 4, 4))
     design = activation_lut(function, s_in)
     s_out = 1 / 127
-    scale, shift = fixed_multiplier(design.entry_lsb / s_out)
+    scale, shift, _ = precision.fixed_point(design.entry_lsb / s_out)
     out, _ = sdp_on_engine("nv_large", x, SdpLayer(y=YStage(lut=design.lut),
                                                    out_cvt=Converter(0, scale, shift)))
     xf = x.astype(np.float64) * s_in

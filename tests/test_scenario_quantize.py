@@ -13,8 +13,8 @@ from nvdla_sim.compiler.network import Network, Shape
 from nvdla_sim.compiler.support import check_support
 from nvdla_sim.compiler.zoo import BUILTIN
 from nvdla_sim.config import load_hardware
-from nvdla_sim.scenario.quantize import (QuantConfig, _shared_shift, int16_with_left_shift,
-                                         quantize_plan, quantize_tensor, round_away)
+from nvdla_sim import precision
+from nvdla_sim.scenario.quantize import QuantConfig, quantize_plan, quantize_tensor, round_away
 from nvdla_sim.scenario.reference import run_reference, sqnr_db
 from nvdla_sim.scenario.weights import random_weights
 
@@ -28,12 +28,12 @@ def test_round_away_and_quantize_tensor():
 
 
 def test_multiplier_and_operand_encodings():
-    m, n = _shared_shift(0.75)                       # 0.75 * 2^15 = 24576 fits int16, 2^16 does not
-    assert (m.tolist(), n) == ([24576], 15)
-    m, n = _shared_shift([0.5, 0.125])               # 0.5 * 2^16 = 32768 overflows: shift 15, shared
-    assert (m.tolist(), n) == ([16384, 4096], 15)
-    ops, a = int16_with_left_shift([100000.0, -3.0])  # 100000 / 4 = 25000 fits int16
-    assert (ops.tolist(), a) == ([25000, -1], 2)       # -0.75 rounds away from zero
+    m, s = precision.shared_multiplier(0.75)         # 0.75 * 2^15 = 24576 fits int16, 2^16 does not
+    assert (m.tolist(), s.shift) == ([24576], 15)
+    m, s = precision.shared_multiplier([0.5, 0.125])  # 0.5 * 2^16 = 32768 overflows: shift 15
+    assert (m.tolist(), s.shift) == ([16384, 4096], 15)
+    ops, s = precision.shifted_operand([100000.0, -3.0])  # 100000 / 4 = 25000 fits int16
+    assert (ops.tolist(), s.shift) == ([25000, -1], 2)     # -0.75 rounds away from zero
 
 
 def _tiny_conv():

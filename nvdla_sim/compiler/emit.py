@@ -73,21 +73,6 @@ def element_type(array, where: str) -> DataType:
     raise NvdlaSimError(f"{where}: {kind} is not an element type (int8, int16, float16)")
 
 
-def fixed_multiplier(multiplier: float, scale_bits: int = 15,
-                     max_shift: int = 63) -> tuple[int, int]:
-    """(scale, shift) with scale / 2^shift closest to `multiplier`, |scale| < 2^scale_bits and
-    0 <= shift <= max_shift: the most precise int16 scale a converter can hold."""
-    if multiplier == 0:
-        return 0, 0
-    limit = (1 << scale_bits) - 1
-    if abs(multiplier) > limit:
-        raise NvdlaSimError(f"multiplier {multiplier} does not fit a {scale_bits + 1}-bit scale")
-    shift = 0
-    while shift < max_shift and abs(round(multiplier * (1 << (shift + 1)))) <= limit:
-        shift += 1
-    return int(round(multiplier * (1 << shift))), shift
-
-
 def mem_name(address: int) -> str:
     return "pri_mem" if address & DBB_ADDRESS_BIT else "sec_mem"
 

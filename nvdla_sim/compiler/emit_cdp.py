@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
-from .emit import IDENTITY, Converter, ProgramBuilder, fixed_multiplier
+from .. import precision
+from .emit import IDENTITY, Converter, ProgramBuilder
 from .lut import Lut, lrn_lut, write_lut
 from .placement import TensorPlacement
 
@@ -41,7 +42,10 @@ def lrn_layer(local_size: int, alpha: float, beta: float, k: float, in_scale: fl
         raise NvdlaSimError(f"{name}: lrn_layer designs integer LRN tables, not {dtype}")
     max_input = -dtype.integer_range()[0]
     design = lrn_lut(local_size, alpha, beta, k, in_scale, max_input)
-    scale, shift = fixed_multiplier(in_scale * design.entry_lsb / out_scale)
+    ratio = in_scale * design.entry_lsb / out_scale
+    scale, shift, fits = precision.fixed_point(ratio)
+    if not fits:
+        raise NvdlaSimError(f"{name}: output multiplier {ratio:.6g} does not fit a 16-bit scale")
     return CdpLayer(local_size, design.lut, IDENTITY, Converter(0, scale, shift), name=name,
                     dtype=dtype)
 

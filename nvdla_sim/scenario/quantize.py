@@ -37,7 +37,7 @@ F (fraction bits kept between stages) is 8, reduced when the stage's calibrated 
 plain convolution rounds once.
 
 Multiplier/shift pairs take the largest shift for which the int16 multiplier still fits
-(emit.fixed_multiplier), i.e. at least 14 significant bits; per-kernel multipliers share the shift
+(precision.fixed_point), i.e. at least 14 significant bits; per-kernel multipliers share the shift
 of the largest.  Float -> integer conversions here round half away from zero.
 
 PDP: the same scale in and out (emit_pdp.PdpLayer, zero pad value: real 0 is q 0).
@@ -51,7 +51,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..compiler.emit import IDENTITY, Converter, fixed_multiplier
+from .. import precision
+from ..compiler.emit import IDENTITY, Converter
 from ..compiler.emit_cdp import CdpLayer, lrn_layer
 from ..compiler.emit_pdp import PdpLayer
 from ..compiler.emit_sdp import SdpLayer, XStage, YStage
@@ -95,25 +96,24 @@ def dequantize(q: np.ndarray, scale: float) -> np.ndarray:
     return q.astype(np.float32) * np.float32(scale)
 
 
+def _fitting(setting: precision.Setting) -> precision.Setting:
+    """A multiplier setting, refused when its ratio does not fit the 16-bit scale."""
+    if setting.warnings:
+        raise NvdlaSimError(f"{setting.name}: {setting.warnings[0]}")
+    return setting
+
+
+def _shifted(values) -> tuple[np.ndarray, int]:
+    """int16 operands and one left shift (precision.shifted_operand: the X ALU operand form)."""
+    ops, s = precision.shifted_operand(values)
+    return ops, s.shift
+
+
 def _shared_shift(ratios) -> tuple[np.ndarray, int]:
-    """int16 multipliers m and one right shift n with m / 2^n ~ ratios: n is the largest shift
-    for which the largest ratio still fits int16 (emit.fixed_multiplier), the others use it too."""
-    r = np.atleast_1d(np.asarray(ratios, np.float64))
-    top = float(np.max(np.abs(r))) if r.size else 0.0
-    if top == 0.0:
-        return np.zeros(r.shape, np.int64), 0
-    _, n = fixed_multiplier(top)
-    return round_away(r * 2.0 ** n), n
-
-
-def int16_with_left_shift(values, max_shift: int = 63) -> tuple[np.ndarray, int]:
-    """int16 operands v16 and one left shift a with v16 * 2^a ~ values (the X ALU operand form)."""
-    v = np.atleast_1d(np.asarray(values, np.float64))
-    top = float(np.max(np.abs(v))) if v.size else 0.0
-    a = 0
-    while top / 2.0 ** a > INT16_MAX and a < max_shift:
-        a += 1
-    return np.clip(round_away(v / 2.0 ** a), -INT16_MAX - 1, INT16_MAX), a
+    """int16 multipliers m and one right shift n with m / 2^n ~ ratios (precision.shared_multiplier:
+    the largest shift for which the largest ratio still fits; the others use it too)."""
+    m, s = precision.shared_multiplier(ratios)
+    return m, _fitting(s).shift
 
 
 # --------------------------------------------------------------------------------------------------
@@ -213,10 +213,9 @@ def _fraction_bits(units_scale: float, amax: float) -> int:
 
 
 def _converter(ratio: float) -> Converter:
-    if abs(ratio - 1.0) < 1e-12:
-        return IDENTITY
-    scale, shift = fixed_multiplier(ratio)
-    return Converter(0, scale, shift)
+    """The SDP output converter for `ratio` (precision.converter; the identity for 1)."""
+    c = _fitting(precision.converter(ratio))
+    return Converter(c.offset, c.scale, c.shift)
 
 
 def _operand(values: np.ndarray, per_kernel: bool):
@@ -253,8 +252,8 @@ class _LayerQuantizer:
         s_w = np.where(per_k > 0, per_k, 1.0) / q
         v = c.weight / s_w.astype(np.float32)[:, None, None, None]   # float32: big FC layers
         q_w = np.clip(np.trunc(v + np.copysign(np.float32(0.5), v)), -q, q).astype(self.dtype.numpy)
-        bound = q * int(np.abs(q_w.reshape(k, -1)).sum(axis=1, dtype=np.int64).max(initial=0))
-        t = max(0, bound.bit_length() - 31)
+        sum_abs_qw = int(np.abs(q_w.reshape(k, -1)).sum(axis=1, dtype=np.int64).max(initial=0))
+        t = precision.cacc_truncate(sum_abs_qw, self.dtype).shift
         s_x = self.scale(self._input_tensor(layer))
         u0 = s_x * s_w * 2.0 ** t
         sdp, units = self.sdp(layer, u0, conv_out=layer.ops[0])
@@ -292,7 +291,7 @@ class _LayerQuantizer:
                 alu_shift = 0
                 if st.alu == "bias":
                     bias = next(p for p in post if p.kind == "bias").bias
-                    ops16, alu_shift = int16_with_left_shift(bias / units)
+                    ops16, alu_shift = _shifted(bias / units)
                     alu, alu_operand = "sum", ops16
                 m, n = _shared_shift(units / target)
                 out["x1"] = XStage(alu, 0 if alu_operand is None else alu_operand, alu_shift,
@@ -352,7 +351,7 @@ class _LayerQuantizer:
             p = next(post[i] for i in st.post_ops if post[i].kind in ("affine", "bias"))
             sc = p.scale if p.scale is not None else np.ones_like(p.bias)
             sc = np.where(np.abs(sc) < 1e-12, 1e-12, sc)
-            ops16, a = int16_with_left_shift(p.bias / (u1 * sc))
+            ops16, a = _shifted(p.bias / (u1 * sc))
             m, n = _shared_shift(u1 * sc / target)
             return XStage("sum", ops16, a, "mul", m.astype(np.int64), n, st.relu), np.full_like(units, target)
         raise NvdlaSimError(f"SDP stage {st.name}: nothing to quantise")
