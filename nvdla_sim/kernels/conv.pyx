@@ -48,6 +48,7 @@ from nvfloat.pxd (cmac_fp16_dot, cacc_fp48_add, cacc_fp48_to_fp32):
 (`accumulator_output_fp16`) turns it into FP32 bit patterns.
 """
 cimport cython
+from cython.parallel cimport prange
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from .fixedpoint cimport saturate, shift_right_round
 from . cimport nvfloat as nf
@@ -137,6 +138,125 @@ def accumulator_output_fp16(const int64_t[:, :, ::1] acc, uint32_t[:, :, ::1] ou
     return nans
 
 
+cdef _decode_fp16(const unsigned short[:, ::1] bits, uint32_t[:, ::1] out):
+    """Every element decoded once for the CMAC cells (nvfloat.cmac_fp16_operand)."""
+    cdef Py_ssize_t i, j
+    with nogil:
+        for i in range(bits.shape[0]):
+            for j in range(bits.shape[1]):
+                out[i, j] = nf.cmac_fp16_operand(bits[i, j])
+
+
+cdef _conv_lines_fp16(const unsigned short[:, ::1] lines, const unsigned short[:, :, ::1] weights,
+                      int64_t[:, :, ::1] out, int kernel_w, int kernel_c, int x_step, int s_step,
+                      int y_step, int r_step, int block_c):
+    """conv_lines for FP16 (arguments already checked): lines and weights decoded once, kernels
+    shared out between threads (each output is computed whole by one thread, in the CACC's order,
+    so the result does not depend on the thread count)."""
+    import numpy as np
+    cdef Py_ssize_t n_k = weights.shape[0], n_r = weights.shape[1], span = weights.shape[2]
+    cdef Py_ssize_t out_h = out.shape[1], out_w = out.shape[2]
+    cdef Py_ssize_t k, oy, ox
+    dec_lines_arr = np.empty((lines.shape[0], lines.shape[1]), np.uint32)
+    dec_wt_arr = np.empty((n_k * n_r, span), np.uint32)
+    cdef uint32_t[:, ::1] dec_lines = dec_lines_arr
+    cdef uint32_t[:, ::1] dec_wt = dec_wt_arr
+    _decode_fp16(lines, dec_lines)
+    _decode_fp16(np.asarray(weights).reshape(n_k * n_r, span), dec_wt)
+    with nogil:
+        for k in prange(n_k, schedule="dynamic"):
+            for oy in range(out_h):
+                for ox in range(out_w):
+                    out[k, oy, ox] = <int64_t>_fp16_output(
+                        &dec_lines[0, 0], &dec_wt[k * n_r, 0], &lines[0, 0], &weights[k, 0, 0],
+                        dec_lines.shape[1], span, n_r, oy * y_step, ox * x_step, kernel_w,
+                        kernel_c, s_step, r_step, block_c)
+
+
+cdef inline uint64_t _fp16_output(const uint32_t* dec_lines, const uint32_t* dec_wt,
+                                  const unsigned short* lines, const unsigned short* wt,
+                                  Py_ssize_t line_len, Py_ssize_t span, Py_ssize_t n_r,
+                                  Py_ssize_t line0, Py_ssize_t col0, int kernel_w, int kernel_c,
+                                  int s_step, int r_step, int block_c) noexcept nogil:
+    """The FP48 accumulator of one output: channel blocks outermost, then kernel rows, then
+    kernel columns (the CSC's issue order); `dec_wt`/`wt` point at this kernel's rows."""
+    cdef uint64_t acc = 0
+    cdef Py_ssize_t c0 = 0, n, r, s, d_at, w_at
+    while c0 < kernel_c:
+        n = block_c if kernel_c - c0 > block_c else kernel_c - c0
+        for r in range(n_r):
+            for s in range(kernel_w):
+                d_at = (line0 + r * r_step) * line_len + col0 + c0 + s * s_step
+                w_at = r * span + c0 + s * kernel_c
+                acc = nf.cacc_fp48_add(acc, nf.cmac_fp16_dot_fast(
+                    dec_lines + d_at, dec_wt + w_at, <const uint16_t*>(lines + d_at),
+                    <const uint16_t*>(wt + w_at), <int>n))
+        c0 += n
+    return acc
+
+
+def fp16_booth_mismatches(const uint32_t[::1] wt_mant, const uint32_t[::1] dat_mant,
+                           bint cross=True):
+    """How many (negative, shift) products of the fast CMAC product (nvfloat.cmac_fp16_booth_fast)
+    differ from the reference (cmac_fp16_booth), over every (wt_mant[i], dat_mant[j]) pair
+    (cross) or the pairs (wt_mant[i], dat_mant[i]), both signs and shifts 0, 4, ..., 36.
+    Returns (mismatches, products compared)."""
+    cdef Py_ssize_t i, j, j0, j1
+    cdef uint32_t neg, shift
+    cdef int64_t bad = 0, seen = 0
+    if not cross and wt_mant.shape[0] != dat_mant.shape[0]:
+        raise ValueError("fp16_booth_mismatches: pairwise arrays differ in length")
+    with nogil:
+        for i in range(wt_mant.shape[0]):
+            j0 = 0 if cross else i
+            j1 = dat_mant.shape[0] if cross else i + 1
+            for j in range(j0, j1):
+                for neg in range(2):
+                    for shift in range(0, 40, 4):
+                        seen += 1
+                        if nf.cmac_fp16_booth_fast(neg, wt_mant[i], dat_mant[j], shift) != \
+                                nf.cmac_fp16_booth(neg, wt_mant[i], dat_mant[j], shift):
+                            bad += 1
+    return bad, seen
+
+
+def conv_lines_fp16_reference(const unsigned short[:, ::1] lines,
+                              const unsigned short[:, :, ::1] weights, int64_t[:, :, ::1] out,
+                              int kernel_w, int kernel_c, int x_step, int s_step, int y_step,
+                              int r_step, int block_c=0):
+    """FP16 conv_lines through the readable reference cell (nvfloat.cmac_fp16_dot: Booth rows and
+    carry-save tree with loops), one thread: what tests and benchmarks compare the fast path with.
+    Same arguments as conv_lines (shapes trusted)."""
+    cdef Py_ssize_t n_k = weights.shape[0], n_r = weights.shape[1]
+    cdef Py_ssize_t out_h = out.shape[1], out_w = out.shape[2]
+    cdef Py_ssize_t k, r, s, oy, ox, base, c0, n
+    cdef int64_t acc
+    cdef const unsigned short* row
+    cdef const unsigned short* w
+    if block_c <= 0 or block_c > kernel_c:
+        block_c = kernel_c
+    if block_c > FP16_BLOCK_MAX:
+        raise ValueError("conv_lines: FP16 atomic operations hold at most 64 channels")
+    with nogil:
+        for oy in range(out_h):
+            for ox in range(out_w):
+                base = ox * x_step
+                for k in range(n_k):
+                    acc = 0
+                    c0 = 0
+                    while c0 < kernel_c:
+                        n = block_c if kernel_c - c0 > block_c else kernel_c - c0
+                        for r in range(n_r):
+                            row = &lines[oy * y_step + r * r_step, base + c0]
+                            w = &weights[k, r, c0]
+                            for s in range(kernel_w):
+                                acc = <int64_t>nf.cacc_fp48_add(
+                                    <uint64_t>acc, fp16_atomic(row + s * s_step,
+                                                               w + s * kernel_c, n))
+                        c0 += n
+                    out[k, oy, ox] = acc
+
+
 def conv_lines(const conv_t[:, ::1] lines, const conv_t[:, :, ::1] weights,
                int64_t[:, :, ::1] out, int kernel_w, int kernel_c, int x_step, int s_step,
                int y_step, int r_step, int block_c=0):
@@ -168,25 +288,16 @@ def conv_lines(const conv_t[:, ::1] lines, const conv_t[:, :, ::1] weights,
     if conv_t is fp16_bits:
         if block_c > FP16_BLOCK_MAX:
             raise ValueError("conv_lines: FP16 atomic operations hold at most 64 channels")
+        _conv_lines_fp16(lines, weights, out, kernel_w, kernel_c, x_step, s_step, y_step, r_step,
+                         block_c)
+        return
     with nogil:
         for oy in range(out_h):
             for ox in range(out_w):
                 base = ox * x_step
                 for k in range(n_k):
                     acc = 0
-                    if conv_t is fp16_bits:
-                        c0 = 0
-                        while c0 < kernel_c:
-                            n = block_c if kernel_c - c0 > block_c else kernel_c - c0
-                            for r in range(n_r):
-                                row = &lines[oy * y_step + r * r_step, base + c0]
-                                w = &weights[k, r, c0]
-                                for s in range(kernel_w):
-                                    acc = <int64_t>nf.cacc_fp48_add(
-                                        <uint64_t>acc, fp16_atomic(row + s * s_step,
-                                                                   w + s * kernel_c, n))
-                            c0 += n
-                    elif conv_t is short:
+                    if conv_t is short:
                         c0 = 0
                         while c0 < kernel_c:
                             n = block_c if kernel_c - c0 > block_c else kernel_c - c0

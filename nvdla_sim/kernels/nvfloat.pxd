@@ -742,6 +742,144 @@ cdef inline uint64_t cmac_fp16_dot(const uint16_t *data, const uint16_t *weight,
     return fp44_pack(exponent, total)
 
 
+# -- The same cell, fast: operands decoded once per layer, branch-free Booth rows -------------
+# cmac_fp16_booth above stays the readable reference; tests/test_fp16_conv_fast.py checks that
+# cmac_fp16_booth_fast equals it (every shift, exhaustive on the low mantissa bits, >= 10^7 random
+# products) and that whole layers give identical FP48 patterns.
+
+cdef inline uint32_t cmac_fp16_operand(uint16_t x) noexcept nogil:
+    """An fp16 element as a CMAC cell uses it: bits [13:0] the mantissa pre-shifted by the two low
+    exponent bits (denormals: no implied 1, shift 1; +-0: 0), [18:16] the coarse exponent
+    (exp >> 2), bit 30 set for a NaN, bit 31 the sign."""
+    cdef uint32_t e = (x >> 10) & 31
+    cdef uint32_t m = x & 0x3ff
+    cdef uint32_t nan = 1 if (e == 31 and m != 0) else 0
+    if e:
+        m = (m | 0x400) << (e & 3)
+    else:
+        m <<= 1
+    return m | ((e >> 2) << 16) | (nan << 30) | ((<uint32_t>x >> 15) << 31)
+
+
+cdef extern from *:
+    """
+    /* nvdla-sim FP16 CMAC cell, fast form (see nvfloat.pxd).  The same Booth rows and carry-save
+       tree as cmac_fp16_booth, written without branches so the compiler vectorises the loop over
+       the cell's channels; an AVX2 clone is chosen at load time where the CPU has it. */
+    #include <stdint.h>
+    #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+    #define NVSIM_FP16_CLONES __attribute__((target_clones("avx2", "default")))
+    #else
+    #define NVSIM_FP16_CLONES
+    #endif
+
+    /* One Booth row: codes 0/7 -> 0, 1/2 -> d, 3 -> 2d (bit 16 set); 4 -> ~2d, 5/6 -> ~d
+       (16 bits, *inv = 1: the +1 that completes the negation). */
+    static inline uint32_t nvsim_booth_row(uint32_t code, uint32_t d, uint32_t *inv) {
+        uint32_t b0 = code & 1u, b1 = (code >> 1) & 1u, b2 = (code >> 2) & 1u;
+        uint32_t one = b0 ^ b1;
+        uint32_t two = (b0 & b1 & (b2 ^ 1u)) | (((b0 | b1) ^ 1u) & b2);
+        uint32_t neg = b2 & ((b0 & b1) ^ 1u);
+        uint32_t base = (d & (0u - one)) | ((d << 1) & (0u - two));
+        *inv = neg;
+        return base ^ (0x10000u ^ ((0u - neg) & 0x1ffffu));
+    }
+
+    #define NVSIM_CSA(a, b, c, s, k) do { uint32_t a_ = (a), b_ = (b), c_ = (c); \
+        (s) = a_ ^ b_ ^ c_; (k) = ((a_ & b_) | (b_ & c_) | (a_ & c_)) << 1; } while (0)
+
+    /* +-(w * d) >> shift as the cell computes it; shift a multiple of 4 below 32. */
+    static inline int32_t nvsim_booth_product(uint32_t negative, uint32_t w_mant, uint32_t d,
+                                              uint32_t shift) {
+        uint32_t w = (w_mant << 1) ^ (0u - negative);
+        uint32_t p0, p1, p2, p3, p4, p5, p6, p7, i0, i1, i2, i3, i4, i5, i6, i7;
+        uint32_t s, c, s2, c2, a0, a1, b0, b1, x0, x1, r0, r1, comp;
+        p0 = nvsim_booth_row(w & 7u, d, &i0);
+        p1 = nvsim_booth_row((w >> 2) & 7u, d, &i1);
+        p2 = nvsim_booth_row((w >> 4) & 7u, d, &i2);
+        p3 = nvsim_booth_row((w >> 6) & 7u, d, &i3);
+        p4 = nvsim_booth_row((w >> 8) & 7u, d, &i4);
+        p5 = nvsim_booth_row((w >> 10) & 7u, d, &i5);
+        p6 = nvsim_booth_row((w >> 12) & 7u, d, &i6);
+        p7 = nvsim_booth_row((w >> 14) & 7u, d, &i7);
+        NVSIM_CSA(p0, (p1 << 2) | i0, (p2 << 4) | (i1 << 2), s, c);       /* rows 0-4 */
+        NVSIM_CSA(s, c, (p3 << 6) | (i2 << 4), s2, c2);
+        NVSIM_CSA(s2, c2, i3 << 6, a0, a1);
+        NVSIM_CSA(p4 << 8, (p5 << 10) | (i4 << 8), (p6 << 12) | (i5 << 10), s, c);  /* rows 5-9 */
+        NVSIM_CSA(s, c, (p7 << 14) | (i6 << 12), s2, c2);
+        NVSIM_CSA(s2, c2, i7 << 14, b0, b1);
+        NVSIM_CSA(a0, a1, b0, x0, x1);
+        NVSIM_CSA(x0, x1, b1, r0, r1);
+        /* sign compensation: 0xaaab0000 / 2^shift rounded up, sign-filled from the top */
+        comp = ((0xaaab0000u + ((1u << shift) - 1u)) >> shift) | ~(0xffffffffu >> shift);
+        return (int32_t)((r0 >> shift) + (r1 >> shift) + comp);
+    }
+
+    /* Sum of a cell's n products on decoded operands (cmac_fp16_operand); *exponent gets 4 x
+       the largest coarse sum of the enabled channels, *flags the OR of every operand (bit 30:
+       a NaN is present). */
+    NVSIM_FP16_CLONES
+    static int64_t nvsim_cmac_fp16_cell(const uint32_t *dat, const uint32_t *wt, int n,
+                                        int *exponent, uint32_t *flags) {
+        uint32_t max_sum = 0, any = 0;
+        int64_t total = 0;
+        int i;
+        for (i = 0; i < n; i++) {
+            uint32_t d = dat[i], w = wt[i];
+            uint32_t en = ((d & 0x3fffu) != 0) & ((w & 0x3fffu) != 0);
+            uint32_t coarse = (((d >> 16) & 7u) + ((w >> 16) & 7u)) & (0u - en);
+            max_sum = coarse > max_sum ? coarse : max_sum;
+            any |= d | w;
+        }
+        for (i = 0; i < n; i++) {
+            uint32_t d = dat[i], w = wt[i];
+            uint32_t en = ((d & 0x3fffu) != 0) & ((w & 0x3fffu) != 0);
+            uint32_t dist = max_sum - (((d >> 16) & 7u) + ((w >> 16) & 7u));
+            uint32_t keep = en & (dist < 8u);            /* shifts of 32 and more give 0 */
+            int32_t p = nvsim_booth_product((d ^ w) >> 31, w & 0x3fffu, d & 0x3fffu,
+                                            (dist << 2) & 31u);
+            total += (int64_t)(p & (int32_t)(0u - keep));
+        }
+        *exponent = (int)(max_sum << 2);
+        *flags = any;
+        return total;
+    }
+    """
+    int32_t nvsim_booth_product(uint32_t negative, uint32_t w_mant, uint32_t d,
+                                uint32_t shift) nogil
+    int64_t nvsim_cmac_fp16_cell(const uint32_t *dat, const uint32_t *wt, int n, int *exponent,
+                                 uint32_t *flags) nogil
+
+
+cdef inline int32_t cmac_fp16_booth_fast(uint32_t negative, uint32_t wt_mant, uint32_t dat_mant,
+                                         uint32_t shift) noexcept nogil:
+    """cmac_fp16_booth without branches (negative 0 or 1): the same ten rows and carry-save
+    tree, the two vectors truncated separately."""
+    if shift >= 32:
+        return 0
+    return nvsim_booth_product(negative, wt_mant, dat_mant, shift)
+
+
+cdef inline uint64_t cmac_fp16_dot_fast(const uint32_t *dat, const uint32_t *wt,
+                                        const uint16_t *dat_bits, const uint16_t *wt_bits,
+                                        int n) noexcept nogil:
+    """cmac_fp16_dot on operands decoded by cmac_fp16_operand (dat_bits / wt_bits: the same
+    elements as fp16 patterns, read only when one is a NaN).  A channel with a zero operand is
+    masked off, as the CSC does."""
+    cdef int i, exponent = 0
+    cdef uint32_t flags = 0
+    cdef int64_t total
+    cdef uint8_t enable[64]
+    if n > 64:
+        n = 64
+    total = nvsim_cmac_fp16_cell(dat, wt, n, &exponent, &flags)
+    if flags & (<uint32_t>1 << 30):           # a NaN: the reference cell (rare)
+        for i in range(n):
+            enable[i] = (dat_bits[i] & 0x7fff) != 0 and (wt_bits[i] & 0x7fff) != 0
+        return cmac_fp16_dot(dat_bits, wt_bits, enable, n)
+    return fp44_pack(exponent, total)
+
+
 cdef inline uint64_t cacc_fp48_add(uint64_t acc, uint64_t fp44) noexcept nogil:
     """acc + fp44 in the CACC's FP48 accumulator (the first add of a stripe starts from acc 0).
 
