@@ -25,6 +25,7 @@ class TimingModel:
         self.params = TimingParams(engine.hw, overrides)
         self._channels: dict[str, Channel] = {}
         self._pools: dict[str, Pool] = {}
+        self._cbuf_pools: list[Pool] = []
         self._trackers: dict[str, Tracker] = {}
         self._layers: dict[tuple[str, int], dict[str, Any]] = {}
         self.cbuf_peak_entries = 0.0
@@ -66,6 +67,7 @@ class TimingModel:
         pool = self._pools.get(name)
         if pool is None:
             pool = self._pools[name] = Pool(self.env, name, capacity)
+            self._cbuf_pools = [p for n, p in self._pools.items() if n.startswith("CBUF")]
         return pool
 
     def tracker(self, unit: str) -> Tracker:
@@ -83,7 +85,8 @@ class TimingModel:
         return state
 
     def note_cbuf(self) -> None:
-        used = sum(p.used for name, p in self._pools.items() if name.startswith("CBUF"))
+        # the CBUF pools in creation order (the sum's order), kept by pool()
+        used = sum([p.capacity - p.free for p in self._cbuf_pools])
         self.cbuf_peak_entries = max(self.cbuf_peak_entries, used)
 
     def finish(self) -> None:

@@ -1,0 +1,101 @@
+"""Speed of the simulator (issue 20): ResNet-50 per preset, whole command and inside the run.
+
+    python benchmarks/bench_speed.py [--quick] [--repeat N]
+
+For ResNet-50 (INT8) on nv_large, nv_small_256 and nv_small prints, each a median of N runs:
+- `whole`: wall seconds of the whole `nvdla-sim run` command in timing-only mode (a fresh
+  process: imports, compile, run, reports and plots) and its peak memory (resource.getrusage of
+  the child: max RSS);
+- `sim`: seconds inside the simulation (lower_and_run: the engine's events, in-process), its CPU
+  seconds, SimPy events per run, simulated cycles and cycles per wall second;
+- on nv_large also values+timing (whole command).
+`--quick`: one run each and no values+timing run.  No targets are asserted here (no timed unit
+tests); docs/performance.md records the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+PRESETS = ("nv_large", "nv_small_256", "nv_small")
+
+
+def scenario_file(folder: Path, hardware: str, mode: str) -> Path:
+    """scenarios/resnet50_nv_large.yaml with another preset, mode and output folder."""
+    text = (ROOT / "scenarios" / "resnet50_nv_large.yaml").read_text()
+    text = text.replace("hardware: nv_large", f"hardware: {hardware}")
+    text = text.replace("mode: values+timing", f"mode: {mode}")
+    text = text.replace("directory: out/resnet50_nv_large", f"directory: {folder / (hardware + '_' + mode)}")
+    path = folder / f"resnet50_{hardware}_{mode}.yaml"
+    path.write_text(text)
+    return path
+
+
+def whole_command(path: Path) -> tuple[float, float]:
+    """(wall s, peak MiB) of `nvdla-sim run PATH` in a child process (its own rusage: wait4)."""
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-m", "nvdla_sim.cli", "run", str(path)],
+                             stdout=subprocess.DEVNULL, cwd=ROOT)
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(f"nvdla-sim run {path} failed ({child.returncode})")
+    return wall, usage.ru_maxrss / 1024
+
+
+def inside(path: Path) -> dict:
+    """The simulation alone (compile excluded): wall, CPU, events, cycles."""
+    from nvdla_sim.compiler.lower import lower_and_run
+    from nvdla_sim.scenario.runner import context, prepare
+    from nvdla_sim.scenario.schema import load_scenario
+    scn = load_scenario(path)
+    prep = prepare(scn)
+    ctx = context(prep)
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    res = lower_and_run(prep.plan, ctx)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    events = next(res.engine_result.engine.env._eid)
+    return {"wall": wall, "cpu": cpu, "events": events, "cycles": res.total_cycles}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="one run each, no values+timing run")
+    p.add_argument("--repeat", type=int, default=3, help="runs per figure (median; default 3)")
+    p.add_argument("--presets", default=",".join(PRESETS), help="comma-separated presets")
+    args = p.parse_args()
+    n = 1 if args.quick else args.repeat
+    print(f"ResNet-50 INT8, median of {n}; load average {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} cores (figures on a busy machine are slower)")
+    print(f"{'preset':<14}{'whole s':>9}{'peak MiB':>10}{'sim s':>8}{'sim cpu s':>10}"
+          f"{'events':>10}{'cycles':>12}{'Mcycles/s':>10}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for hw in args.presets.split(","):
+            path = scenario_file(folder, hw, "timing-only")
+            whole = [whole_command(path) for _ in range(n)]
+            sims = [inside(path) for _ in range(n)]
+            wall = statistics.median(s["wall"] for s in sims)
+            print(f"{hw:<14}{statistics.median(w for w, _ in whole):>9.2f}"
+                  f"{max(m for _, m in whole):>10.0f}{wall:>8.2f}"
+                  f"{statistics.median(s['cpu'] for s in sims):>10.2f}{sims[0]['events']:>10,}"
+                  f"{sims[0]['cycles']:>12,.0f}{sims[0]['cycles'] / wall / 1e6:>10.2f}")
+        if not args.quick:
+            path = scenario_file(folder, "nv_large", "values+timing")
+            whole = [whole_command(path) for _ in range(n)]
+            print(f"nv_large values+timing: whole command {statistics.median(w for w, _ in whole):.2f} s, "
+                  f"peak {max(m for _, m in whole):.0f} MiB")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
