@@ -203,13 +203,33 @@ def cmd_conformance(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from .scenario.runner import execute, prepare
-    from .scenario.schema import load_scenario
-    scn = load_scenario(args.scenario)
-    _check_writable_dir(args.out or Path(scn.outputs.directory),
-                        "--out" if args.out else "outputs.directory")
-    report = execute(prepare(scn), args.out)
-    return 0 if report.total_cycles is not None else 1
+    overrides = (args.hardware, args.precision, args.mode, args.gpu_fallback, args.input,
+                 args.weights_seed, args.save_outputs, args.save_scenario)
+    if not str(args.scenario).lower().endswith(".onnx") and all(v is None for v in overrides) \
+            and args.batch == 1:
+        from .scenario.runner import execute, prepare
+        from .scenario.schema import load_scenario
+        scn = load_scenario(args.scenario)
+        _check_writable_dir(args.out or Path(scn.outputs.directory),
+                            "--out" if args.out else "outputs.directory")
+        report = execute(prepare(scn), args.out)
+        return 0 if report.total_cycles is not None else 1
+    # A model (or a scenario with flags): through the public API, flags = scenario fields.
+    from .api import run, save_scenario
+    if args.out:
+        _check_writable_dir(args.out, "--out")
+    if args.save_outputs:
+        _check_writable_dir(args.save_outputs, "--save-outputs")
+    result = run(args.scenario, hardware=args.hardware, precision=args.precision, mode=args.mode,
+                 gpu_fallback=args.gpu_fallback, input=args.input, weights_seed=args.weights_seed,
+                 batch=args.batch, out_dir=args.out, quiet=False)
+    if args.save_scenario:
+        save_scenario(result.scenario, args.save_scenario)
+        print(f"scenario written to {args.save_scenario}")
+    if args.save_outputs:
+        files = result.save_outputs(args.save_outputs)
+        print(f"{len(files)} output arrays written to {args.save_outputs}")
+    return 0 if result.total_cycles is not None else 1
 
 
 def cmd_compile(args) -> int:
@@ -327,9 +347,31 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(c)
     c.set_defaults(func=cmd_conformance)
 
-    s = sub.add_parser("run", help="run a scenario YAML (network, hardware, memory) and report per layer")
-    s.add_argument("scenario", help="scenario YAML (see docs/scenarios.md)")
+    s = sub.add_parser("run", help="run a scenario YAML or an ONNX model and report per layer")
+    s.add_argument("scenario", help="scenario YAML (see docs/scenarios.md) or MODEL.onnx (docs/onnx.md)")
     s.add_argument("--out", type=Path, help="report folder (default: the scenario's outputs.directory)")
+    s.add_argument("--hardware", help="hardware preset (scenario field hardware; default nv_large "
+                                      "for a model)")
+    prec = s.add_mutually_exclusive_group()
+    for flag in ("int8", "int16", "fp16"):
+        prec.add_argument(f"--{flag}", dest="precision", action="store_const", const=flag,
+                       help=f"run every DLA layer in {flag.upper()} (field precision)")
+    fallback = s.add_mutually_exclusive_group()
+    fallback.add_argument("--gpu-fallback", dest="gpu_fallback", action="store_const", const=True,
+                   help="layers the DLA cannot run go to the GPU (field gpu_fallback; the default)")
+    fallback.add_argument("--no-gpu-fallback", dest="gpu_fallback", action="store_const", const=False,
+                   help="stop with an error at the first layer the DLA cannot run")
+    s.add_argument("--mode", choices=("values+timing", "timing", "timing-only"),
+                   help="field mode (default values+timing)")
+    s.add_argument("--input", type=Path, help="input image as .npy, (C, H, W) or (1, C, H, W) "
+                                              "(field input.npy; default a seeded random image)")
+    s.add_argument("--weights-seed", type=int, help="seeded random weights instead of the model's "
+                                                    "(field weights.seed)")
+    s.add_argument("--batch", type=int, default=1, help="images per inference (only 1 for now)")
+    s.add_argument("--save-outputs", type=Path, metavar="DIR",
+                   help="write each network output as NAME.reference.npy and NAME.dla.npy")
+    s.add_argument("--save-scenario", type=Path, metavar="FILE",
+                   help="write the scenario YAML that was run")
     s.set_defaults(func=cmd_run)
 
     m = sub.add_parser("compile", help="compile a scenario to hardware layers and list them")

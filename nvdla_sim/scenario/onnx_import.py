@@ -3,9 +3,16 @@
 Supported nodes: Conv, Gemm, MatMul (with a constant weight), Relu, LeakyRelu, PRelu, Clip,
 Sigmoid, Tanh, MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool, BatchNormalization, Add,
 Mul (two tensors, or a tensor and a per-channel / scalar constant), Concat (channels), LRN,
-Flatten, Reshape (to [N, -1]), Softmax (which the DLA cannot run: GPU fallback), and Dropout /
-Identity (pass-through).  One image: the batch dimension must be 1 (or symbolic).
-Tensor names become op names.
+Flatten, Reshape / Squeeze / Unsqueeze that keep the C, H, W layout or flatten, Softmax (which the
+DLA cannot run: GPU fallback), Dropout / Identity (pass-through), n-ary Sum (a chain of two-input
+additions), the channel shuffle Reshape [1,g,C/g,H,W] - Transpose (0,2,1,3,4) - Reshape [1,C,H,W]
+(a `shuffle` op: a channel permutation, GPU fallback), and a zero-constant Pad of H and W folded
+into the padding of the convolution (or average pooling) it feeds.  A per-channel Mul/Add/Sub on
+the output of another per-channel affine (batch norm written as Mul + Add) merges into one
+`batchnorm` op, which the compiler folds into a convolution before it.
+The model is normalised first (`onnx_normalize`: version conversion, constant folding with onnx's
+reference evaluator, weight inputs dropped).  One image: the batch dimension must be 1 (or
+symbolic).  Tensor names become op names.
 """
 from __future__ import annotations
 
@@ -30,14 +37,26 @@ def _onnx():
 
 class _Importer:
     def __init__(self, model, where: str):
+        from .onnx_normalize import normalize
         self.onnx, self.nh = _onnx()
-        self.model = model
         self.where = where
-        self.graph = model.graph
-        self.consts: dict[str, np.ndarray] = {t.name: self.nh.to_array(t) for t in self.graph.initializer}
+        norm = normalize(model, where)
+        self.model = norm.model
+        self.graph = norm.model.graph
+        self.opset = next(int(i.version) for i in self.model.opset_import if i.domain in ("", "ai.onnx"))
+        self.consts: dict[str, np.ndarray] = dict(norm.consts)
+        self.dims: dict[str, tuple[int, ...]] = norm.shapes      # ONNX shapes, batch included
         self.alias: dict[str, str] = {}          # pass-through tensor -> its source
         self.weights: Weights = {}
         self.net: Network | None = None
+        self.uses: dict[str, int] = {}           # ONNX tensor -> how many node inputs read it
+        for node in self.graph.node:
+            for i in node.input:
+                self.uses[i] = self.uses.get(i, 0) + 1
+        for o in self.graph.output:
+            self.uses[o.name] = self.uses.get(o.name, 0) + 1
+        self.padded: dict[str, tuple[str, tuple[int, int, int, int]]] = {}   # Pad output -> (src, pads)
+        self.grouped: dict[str, tuple[str, int, bool]] = {}   # 5-D view -> (src, groups, transposed)
 
     def fail(self, node, message: str) -> NvdlaSimError:
         label = node.name or (node.output[0] if node.output else "?")
@@ -77,6 +96,10 @@ class _Importer:
         missing = [o for o in outs if o not in self.net.shapes]
         if missing:
             raise NvdlaSimError(f"{self.where}: graph output(s) {missing} not produced by supported nodes")
+        # ONNX output name -> the network tensor holding it (the API names saved outputs after it)
+        self.net.onnx_outputs = dict(zip((o.name for o in self.graph.output), outs))
+        self.net.onnx_output_dims = {o.name: self.dims[o.name] for o in self.graph.output
+                                     if o.name in self.dims}
         return self.net, self.weights
 
     def node(self, node) -> None:
@@ -85,11 +108,24 @@ class _Importer:
         net = self.net
         ins = [self.src(i) for i in node.input if i]
         out = node.output[0]
+        for i in ins:
+            if i in self.grouped and op not in ("Transpose", "Reshape"):
+                raise self.fail(node, f"reads the 5-D grouped view '{i}' (only the channel shuffle "
+                                      "Reshape-Transpose-Reshape is supported)")
+            if i in self.padded and op not in ("Conv", "AveragePool"):
+                raise self.fail(node, f"reads the padded tensor '{i}' (an explicit Pad is supported "
+                                      "only in front of a convolution or average pooling)")
         try:
             if op == "Constant":
                 self.consts[out] = self.nh.to_array(a["value"])
             elif op in ("Dropout", "Identity"):
                 self.alias[out] = ins[0]
+            elif op == "Sum":
+                self.sum(node, ins, out)
+            elif op == "Pad":
+                self.pad(node, a, ins, out)
+            elif op == "Transpose":
+                self.transpose(node, a, ins, out)
             elif op == "Conv":
                 self.conv(node, a, ins, out)
             elif op in ("Gemm", "MatMul"):
@@ -116,14 +152,18 @@ class _Importer:
                 if len(ins) > 2 and ins[2] in self.consts:
                     hi = float(self.consts[ins[2]])
                 net.add("clip", out, ins[0], min=lo, max=hi)
-            elif op in ("Sigmoid", "Tanh", "Softmax"):
+            elif op in ("Sigmoid", "Tanh"):
                 net.add(op.lower(), out, ins[0])
+            elif op == "Softmax":
+                self.softmax(node, a, ins, out)
             elif op in ("MaxPool", "AveragePool"):
                 self.pool(node, a, ins, out, "max" if op == "MaxPool" else "avg")
             elif op in ("GlobalAveragePool", "GlobalMaxPool"):
                 s = net.shapes[ins[0]]
                 net.pool(out, ins[0], "avg" if "Average" in op else "max", (s.h, s.w), (s.h, s.w))
             elif op == "BatchNormalization":
+                if any(o for o in node.output[1:]):
+                    raise self.fail(node, "training-mode outputs (running mean/variance) are not supported")
                 gamma, beta, mean, var = (self.const(i) for i in ins[1:5])
                 if any(v is None for v in (gamma, beta, mean, var)):
                     raise self.fail(node, "scale, bias, mean and variance must be constants")
@@ -140,8 +180,8 @@ class _Importer:
             elif op == "LRN":
                 net.add("lrn", out, ins[0], size=int(a["size"]), alpha=float(a.get("alpha", 1e-4)),
                         beta=float(a.get("beta", 0.75)), k=float(a.get("bias", 1.0)))
-            elif op in ("Flatten", "Reshape"):
-                self.flatten(node, op, a, ins, out)
+            elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
+                self.view(node, op, a, ins, out)
             else:
                 raise self.fail(node, "not supported by the importer")
         except ValueError as exc:
@@ -158,8 +198,11 @@ class _Importer:
         k, _, r, s = w.shape
         stride = tuple(a.get("strides", (1, 1)))
         dil = tuple(a.get("dilations", (1, 1)))
-        pads = self._pads(node, a, x, (r, s), stride, dil)
-        self.net.conv(out, ins[0], int(k), (int(r), int(s)), stride, pads, dil, int(a.get("group", 1)),
+        src, extra = self.unpad(ins[0])
+        x = self.net.shapes[src]
+        pads = self._pads(node, a, self._padded_shape(x, extra), (r, s), stride, dil)
+        pads = tuple(p + e for p, e in zip(pads, extra))
+        self.net.conv(out, src, int(k), (int(r), int(s)), stride, pads, dil, int(a.get("group", 1)),
                       bias=b is not None)
         self.weights[out] = {"weight": w.astype(np.float32),
                              "bias": (b if b is not None else np.zeros(k)).astype(np.float32)}
@@ -180,12 +223,55 @@ class _Importer:
 
     def pool(self, node, a, ins, out, method) -> None:
         kernel = tuple(int(v) for v in a["kernel_shape"])
+        if len(kernel) != 2:
+            raise self.fail(node, f"{len(kernel)}-D pooling (only 2-D)")
         stride = tuple(int(v) for v in a.get("strides", (1, 1)))
-        x = self.net.shapes[ins[0]]
-        pads = self._pads(node, a, x, kernel, stride, (1, 1))
-        self.net.add("pool", out, ins[0], method=method, kernel=kernel, stride=stride, pad=pads,
-                     ceil_mode=bool(a.get("ceil_mode", 0)),
-                     count_include_pad=bool(a.get("count_include_pad", 0)) if method == "avg" else True)
+        if any(int(d) != 1 for d in a.get("dilations", (1, 1))):
+            raise self.fail(node, f"pooling dilations {list(a['dilations'])} (only 1)")
+        if a.get("storage_order", 0):
+            raise self.fail(node, "storage_order=1 (column-major argmax) is not supported")
+        if len(node.output) > 1 and node.output[1]:
+            raise self.fail(node, "the Indices output is not supported")
+        src, extra = self.unpad(ins[0])
+        x = self.net.shapes[src]
+        pads = self._pads(node, a, self._padded_shape(x, extra), kernel, stride, (1, 1))
+        include = bool(a.get("count_include_pad", 0)) if method == "avg" else True
+        if any(extra):
+            if any(pads) and not include:
+                raise self.fail(node, "an explicit Pad in front of average pooling that also pads "
+                                      "and excludes its padding (two padding rules in one window)")
+            pads, include = tuple(p + e for p, e in zip(pads, extra)), True
+        self.net.add("pool", out, src, method=method, kernel=kernel, stride=stride, pad=pads,
+                     ceil_mode=bool(a.get("ceil_mode", 0)), count_include_pad=include)
+
+    @staticmethod
+    def _padded_shape(x: Shape, extra) -> Shape:
+        return Shape(x.c, x.h + extra[0] + extra[2], x.w + extra[1] + extra[3])
+
+    def unpad(self, name: str) -> tuple[str, tuple[int, int, int, int]]:
+        """(source, extra pads top/left/bottom/right) of a tensor that may be an explicit Pad's output."""
+        return self.padded.get(name, (name, (0, 0, 0, 0)))
+
+    def pad(self, node, a, ins, out) -> None:
+        mode = a.get("mode", b"constant")
+        mode = mode.decode() if isinstance(mode, bytes) else mode
+        if mode != "constant":
+            raise self.fail(node, f"'{mode}' padding (the DLA pads with a constant; reflect/edge "
+                                  "padding needs a GPU op the importer does not model)")
+        pads = self.const(ins[1]) if len(ins) > 1 else np.asarray(a.get("pads", []))
+        value = self.const(ins[2]) if len(ins) > 2 else np.asarray(a.get("value", 0.0))
+        if pads is None or value is None:
+            raise self.fail(node, "pads and value must be constants")
+        if len(ins) > 3:
+            raise self.fail(node, "the axes input is not supported")
+        pads = [int(v) for v in np.asarray(pads).reshape(-1)]
+        if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
+            raise self.fail(node, f"pads {pads} (only non-negative H and W padding of an NCHW tensor)")
+        if float(np.asarray(value).reshape(-1)[0] if np.asarray(value).size else 0.0) != 0.0:
+            raise self.fail(node, "a non-zero pad value (the convolution pads with zeros)")
+        if ins[0] in self.padded:
+            raise self.fail(node, "two Pads in a row")
+        self.padded[out] = (ins[0], (pads[2], pads[3], pads[6], pads[7]))
 
     def fc(self, node, a, ins, out) -> None:
         x = self.net.shapes[ins[0]]
@@ -211,6 +297,35 @@ class _Importer:
         self.weights[out] = {"weight": np.ascontiguousarray(w, np.float32),
                              "bias": np.asarray(bias, np.float32).copy()}
 
+    def sum(self, node, ins, out) -> None:
+        if len(ins) == 1:
+            self.alias[out] = ins[0]
+            return
+        acc = ins[0]
+        for k, other in enumerate(ins[1:], 1):     # n inputs: a chain of two-input additions
+            name = out if k == len(ins) - 1 else f"{out}/sum{k}"
+            self.net.add("add", name, [acc, other])
+            acc = name
+
+    def softmax(self, node, a, ins, out) -> None:
+        x = self.net.shapes[ins[0]]
+        rank = len(self.dims.get(node.input[0], (1, x.c, x.h, x.w) if x.h * x.w > 1 else (1, x.c)))
+        axis = int(a.get("axis", 1 if self.opset < 13 else -1))
+        axis = axis + rank if axis < 0 else axis
+        # Ours normalises over channels: right when the axis is the channel axis of a flat tensor,
+        # or the channel axis of a 4-D one from opset 13 (before 13, axis 1 meant C*H*W).
+        if not (axis == 1 and (x.h * x.w == 1 or self.opset >= 13)):
+            raise self.fail(node, f"softmax over axis {axis} of a rank-{rank} tensor (only over channels)")
+        self.net.add("softmax", out, ins[0])
+
+    def transpose(self, node, a, ins, out) -> None:
+        perm = [int(v) for v in a.get("perm", [])]
+        view = self.grouped.get(ins[0])
+        if view is None or view[2] or perm != [0, 2, 1, 3, 4]:
+            raise self.fail(node, f"transpose {perm} of an activation (only the channel shuffle "
+                                  "Reshape [1,g,C/g,H,W] - Transpose (0,2,1,3,4) - Reshape [1,C,H,W])")
+        self.grouped[out] = (view[0], view[1], True)
+
     def binary(self, node, op, ins, out) -> None:
         consts = [i for i in ins if i in self.consts]
         if not consts:
@@ -222,6 +337,7 @@ class _Importer:
         if len(consts) == 2 or op in ("Max", "Min"):
             raise self.fail(node, "a constant operand is supported only in Add, Sub and Mul")
         x = next(i for i in ins if i not in self.consts)
+        x_onnx = next(i for i in node.input if i and self.src(i) == x)
         v = self.consts[consts[0]].astype(np.float32)
         c = self.net.shapes[x].c
         if v.size == 1:
@@ -235,22 +351,103 @@ class _Importer:
                 raise self.fail(node, "constant minus tensor is not supported")
             v = -v
         scale, bias = (v, np.zeros(c, np.float32)) if op == "Mul" else (np.ones(c, np.float32), v)
+        prev = self._affine_before(x_onnx)
+        if prev is not None:           # batch norm spelled Mul + Add: one affine, composed in float64
+            p = self.weights[prev]
+            s0, b0 = p["scale"].astype(np.float64), p["bias"].astype(np.float64)
+            p["scale"] = (s0 * scale).astype(np.float32)
+            p["bias"] = (b0 * scale + bias).astype(np.float32)
+            self.alias[out] = prev
+            return
         self.net.add("batchnorm", out, x)
         self.weights[out] = {"scale": scale, "bias": bias}
 
-    def flatten(self, node, op, a, ins, out) -> None:
-        x = self.net.shapes[ins[0]]
-        if op == "Flatten" and a.get("axis", 1) != 1:
-            raise self.fail(node, f"flatten at axis {a.get('axis')} (only axis 1)")
+    def _affine_before(self, onnx_input: str) -> str | None:
+        """The batchnorm op behind `onnx_input` when nothing else reads it (so it can absorb this
+        node): every tensor from the op's output to this input has this one reader."""
+        outputs = {o.name for o in self.graph.output}
+        name = onnx_input
+        while True:
+            if self.uses.get(name, 0) != 1 or name in outputs:
+                return None
+            if name not in self.alias:
+                break
+            name = self.alias[name]
+        x = name
+        try:
+            op = self.net.op(x)
+        except KeyError:
+            return None
+        return x if op.kind == "batchnorm" else None
+
+    def _chw(self, dims) -> tuple[int, int, int] | None:
+        """The (C, H, W) an ONNX shape of one image maps to: [1, C, H, W] or [1, C] (flat)."""
+        if dims is None or dims[0] not in (1,):
+            return None
+        if len(dims) == 4:
+            return tuple(int(d) for d in dims[1:])
+        if len(dims) == 2:
+            return (int(dims[1]), 1, 1)
+        return None
+
+    def _target_dims(self, node, op, a, ins, in_dims) -> tuple[int, ...]:
+        """The output shape of a Reshape/Flatten/Squeeze/Unsqueeze of an activation."""
+        if op == "Flatten":
+            axis = int(a.get("axis", 1))
+            axis += len(in_dims) if axis < 0 else 0
+            return (int(np.prod(in_dims[:axis])), int(np.prod(in_dims[axis:])))
         if op == "Reshape":
-            shape = self.const(ins[1])
-            if shape is None or len(shape) != 2 or int(shape[0]) not in (0, 1, -1) \
-                    or int(shape[1]) not in (-1, x.elements):
-                raise self.fail(node, "only a reshape to [N, -1] (a flatten) is supported")
-        if x.h == 1 and x.w == 1:
-            self.alias[out] = ins[0]             # already flat
+            shape = self.const(ins[1]) if len(ins) > 1 else None
+            if shape is None:
+                raise self.fail(node, "the target shape must be a constant (or foldable to one)")
+            shape = [int(v) for v in np.asarray(shape).reshape(-1)]
+            if not a.get("allowzero", 0):
+                shape = [in_dims[k] if v == 0 and k < len(in_dims) else v for k, v in enumerate(shape)]
+            return tuple(np.empty(in_dims, np.bool_).reshape(shape).shape)
+        axes = self.const(ins[1]) if len(ins) > 1 else np.asarray(a.get("axes", []), np.int64)
+        if axes is None:
+            raise self.fail(node, "the axes must be a constant")
+        axes = [int(v) for v in np.asarray(axes).reshape(-1)]
+        if op == "Squeeze":
+            axes = [v + len(in_dims) if v < 0 else v for v in axes] or \
+                [k for k, d in enumerate(in_dims) if d == 1]
+            return tuple(d for k, d in enumerate(in_dims) if k not in axes)
+        rank = len(in_dims) + len(axes)
+        axes = sorted(v + rank if v < 0 else v for v in axes)
+        dims = list(in_dims)
+        for v in axes:
+            dims.insert(v, 1)
+        return tuple(dims)
+
+    def view(self, node, op, a, ins, out) -> None:
+        """Reshape-like nodes on activations: layout-preserving views, flattens, channel shuffles."""
+        group = self.grouped.get(ins[0])
+        if group is not None:
+            src, g, transposed = group
+            x = self.net.shapes[src]
+            dims = self._target_dims(node, op, a, ins, (1, g, x.c // g, x.h, x.w))
+            if op != "Reshape" or not transposed or self._chw(dims) != (x.c, x.h, x.w):
+                raise self.fail(node, f"reshape of a 5-D grouped view to {list(dims)} (only the channel "
+                                      "shuffle Reshape-Transpose-Reshape back to [1, C, H, W])")
+            self.net.add("shuffle", out, src, groups=g)
+            return
+        x = self.net.shapes[ins[0]]
+        src_dims = self.dims.get(node.input[0]) or ((1, x.c, x.h, x.w) if x.h * x.w > 1 else (1, x.c))
+        dims = self._target_dims(node, op, a, ins, src_dims)
+        if self._chw(dims) == (x.c, x.h, x.w):
+            self.alias[out] = ins[0]                  # same C, H, W order: nothing moves
+        elif dims == (1, x.elements) or (op == "Flatten" and dims[0] == 1):
+            if x.h == 1 and x.w == 1:
+                self.alias[out] = ins[0]              # already flat
+            else:
+                self.net.add("flatten", out, ins[0])
+        elif op == "Reshape" and len(dims) == 5 and dims[0] == 1 and dims[1] * dims[2] == x.c \
+                and dims[3:] == (x.h, x.w):
+            self.grouped[out] = (ins[0], int(dims[1]), False)
         else:
-            self.net.add("flatten", out, ins[0])
+            raise self.fail(node, f"{op.lower()} of a [1, {x.c}, {x.h}, {x.w}] activation to "
+                                  f"{list(dims)} (supported: layout-preserving views, flattening, "
+                                  "and the channel shuffle)")
 
 
 def load_onnx(path: str | Path) -> tuple[Network, Weights]:

@@ -136,6 +136,10 @@ def run_op(op: Op, ins: list[np.ndarray], weights: Weights) -> np.ndarray:
         return (e / e.sum(axis=0, keepdims=True)).astype(np.float32)
     if kind == "flatten":
         return x.reshape(-1, 1, 1)
+    if kind == "shuffle":        # channel shuffle: (groups, C/groups) channels read as (C/groups, groups)
+        c, h, w = x.shape
+        return np.ascontiguousarray(x.reshape(a["groups"], c // a["groups"], h, w).swapaxes(0, 1)
+                                    .reshape(c, h, w))
     raise NvdlaSimError(f"layer '{op.name}': no reference for op kind '{kind}'")
 
 
