@@ -772,10 +772,15 @@ cdef extern from *:
     #else
     #define NVSIM_FP16_CLONES
     #endif
+    #if defined(__GNUC__)
+    #define NVSIM_INLINE static inline __attribute__((always_inline))   /* keeps the cell loop vectorisable */
+    #else
+    #define NVSIM_INLINE static inline
+    #endif
 
     /* One Booth row: codes 0/7 -> 0, 1/2 -> d, 3 -> 2d (bit 16 set); 4 -> ~2d, 5/6 -> ~d
        (16 bits, *inv = 1: the +1 that completes the negation). */
-    static inline uint32_t nvsim_booth_row(uint32_t code, uint32_t d, uint32_t *inv) {
+    NVSIM_INLINE uint32_t nvsim_booth_row(uint32_t code, uint32_t d, uint32_t *inv) {
         uint32_t b0 = code & 1u, b1 = (code >> 1) & 1u, b2 = (code >> 2) & 1u;
         uint32_t one = b0 ^ b1;
         uint32_t two = (b0 & b1 & (b2 ^ 1u)) | (((b0 | b1) ^ 1u) & b2);
@@ -789,7 +794,7 @@ cdef extern from *:
         (s) = a_ ^ b_ ^ c_; (k) = ((a_ & b_) | (b_ & c_) | (a_ & c_)) << 1; } while (0)
 
     /* +-(w * d) >> shift as the cell computes it; shift a multiple of 4 below 32. */
-    static inline int32_t nvsim_booth_product(uint32_t negative, uint32_t w_mant, uint32_t d,
+    NVSIM_INLINE int32_t nvsim_booth_product(uint32_t negative, uint32_t w_mant, uint32_t d,
                                               uint32_t shift) {
         uint32_t w = (w_mant << 1) ^ (0u - negative);
         uint32_t p0, p1, p2, p3, p4, p5, p6, p7, i0, i1, i2, i3, i4, i5, i6, i7;
