@@ -215,11 +215,33 @@ def test_fp16_average_pooling_registers():
     assert list(brdma.values()).count(1) >= 2
 
 
-def test_fp16_lrn_says_why():
-    lrn = {"input": [8, 4, 4], "layers": [{"name": "n", "type": "lrn"}]}
-    with pytest.raises(UnsupportedError, match="'n': LRN in FP16 is not modelled"):
-        with contextlib.redirect_stdout(io.StringIO()):
-            prepare(scenario(precision="fp16", network=lrn))
+def test_fp16_lrn(tmp_path):
+    """LeNet-like LRN in FP16: the CDP table (lut.lrn_lut_fp16) over the calibrated square sums,
+    every DLA row >= 50 dB against the float32 reference."""
+    net = {"input": [8, 12, 12], "layers": [
+        {"name": "c1", "type": "conv", "out_channels": 40, "kernel": 3, "pad": 1, "relu": True},
+        {"name": "n1", "type": "lrn", "size": 5, "alpha": 1e-4, "beta": 0.75, "k": 1},
+        {"name": "c2", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1},
+        {"name": "n2", "type": "lrn", "size": 3, "alpha": 0.01, "beta": 0.75, "k": 2}]}
+    scn = scenario(precision="fp16", network=net, input={"seed": 2}, weights={"seed": 2})
+    scn.outputs.formats, scn.outputs.plots = (), False
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = execute(prepare(scn), tmp_path)
+    assert [r.kinds for r in report.rows] == ["conv", "cdp", "conv", "cdp"]
+    assert [r.precision for r in report.rows] == ["FP16"] * 4
+    assert all(r.sqnr_db >= 50.0 for r in report.rows), [(r.layer, r.sqnr_db) for r in report.rows]
+
+
+def test_googlenet_fp16_timing_only(tmp_path):
+    """GoogLeNet (two LRN layers) compiles and runs in FP16 on nv_full, timing only."""
+    scn = parse_scenario({"hardware": "nv_full", "network": "googlenet", "precision": "fp16",
+                          "mode": "timing", "input": {"seed": 1}, "weights": {"seed": 1}}, REPO)
+    scn.outputs.formats, scn.outputs.plots = (), False
+    with contextlib.redirect_stdout(io.StringIO()):
+        report = execute(prepare(scn), tmp_path)
+    dla = [r for r in report.rows if r.device == "DLA"]
+    assert {r.precision for r in dla} == {"FP16"} and sum(r.kinds == "cdp" for r in dla) == 2
+    assert report.total_cycles > 0
 
 
 # --------------------------------------------------------------------------------------------------

@@ -4,9 +4,11 @@ Register order and derivation follow nvdla/sw kmd firmware/cdp.c: CDP_RDMA cube 
 the LUT (common.c update_lut), then CDP destination, NORMALZ_LEN = (local_size - 1) / 2 - 1, the
 input/output converters and the bypass bits.
 
-`lrn_layer` turns float LRN parameters into an INT8 layer: the input converter is the identity
-(square sums of the INT8 values), the LUT holds (k + alpha/n * ss * s_in^2)^-beta (lut.lrn_lut) and
-the output converter rescales lut * x from s_in / 2^table_bits to the output scale.
+`lrn_layer` turns float LRN parameters into an INT8/INT16 layer: the input converter is the
+identity (square sums of the integer values), the LUT holds (k + alpha/n * ss * s_in^2)^-beta
+(lut.lrn_lut) and the output converter rescales lut * x from s_in / 2^table_bits to the output
+scale.  An FP16 layer has no converters; its LUT (lut.lrn_lut_fp16) holds FP16 entries over the
+FP32 square sums of the calibrated input range.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
 from .. import precision
 from .emit import IDENTITY, Converter, ProgramBuilder
-from .lut import Lut, lrn_lut, write_lut
+from .lut import Lut, lrn_lut, lrn_lut_fp16, write_lut
 from .placement import TensorPlacement
 
 LOCAL_SIZES = (3, 5, 7, 9)
@@ -35,11 +37,18 @@ class CdpLayer:
 
 
 def lrn_layer(local_size: int, alpha: float, beta: float, k: float, in_scale: float,
-              out_scale: float, name: str = "lrn", dtype: DataType = INT8) -> CdpLayer:
-    """y = x / (k + alpha/n * sum x^2)^beta on INT8 or INT16 tensors with per-tensor scales (the
-    table covers every square sum of the type's values)."""
+              out_scale: float, name: str = "lrn", dtype: DataType = INT8,
+              max_abs_input: float | None = None) -> CdpLayer:
+    """y = x / (k + alpha/n * sum x^2)^beta.  INT8/INT16 tensors with per-tensor scales: the
+    table covers every square sum of the type's values.  FP16 (scales unused, converters the
+    identity: the FP16 CDP ignores them): the table covers the square sums of inputs within
+    +-max_abs_input (lut.lrn_lut_fp16)."""
     if dtype.is_float:
-        raise NvdlaSimError(f"{name}: lrn_layer designs integer LRN tables, not {dtype}")
+        if max_abs_input is None:
+            raise NvdlaSimError(f"{name}: an FP16 LRN table needs the input range "
+                                "(max_abs_input)")
+        design = lrn_lut_fp16(local_size, alpha, beta, k, max_abs_input)
+        return CdpLayer(local_size, design.lut, name=name, dtype=dtype)
     max_input = -dtype.integer_range()[0]
     design = lrn_lut(local_size, alpha, beta, k, in_scale, max_input)
     ratio = in_scale * design.entry_lsb / out_scale

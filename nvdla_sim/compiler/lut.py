@@ -1,5 +1,5 @@
 """Lookup tables of SDP and CDP: the register-level description, how the firmware loads it, and
-table designs for INT8 (LRN on CDP, sigmoid and tanh on SDP).
+table designs for INT8 (LRN on CDP, sigmoid and tanh on SDP) and FP16 LRN (`lrn_lut_fp16`).
 
 The NVDLA software ships no INT8 tables (umd LutManager.cpp: "Empty INT8 LRN/Sigmoid LUT"), so the
 designs below are this project's own, in NVDLA terms:
@@ -118,8 +118,8 @@ def index_select_for(span: float, entries: int) -> int:
 @dataclass(frozen=True)
 class LrnLutDesign:
     lut: Lut
-    entry_lsb: float         # real value of one unit of a table entry (2^-table_bits)
-    max_square_sum: int
+    entry_lsb: float         # real value of one unit of a table entry (2^-table_bits; FP16: 1)
+    max_square_sum: float
 
 
 def lrn_lut(local_size: int, alpha: float, beta: float, k: float, in_scale: float,
@@ -148,6 +148,46 @@ def lrn_lut(local_size: int, alpha: float, beta: float, k: float, in_scale: floa
               le_start=0, le_end=0, lo_start=0, lo_end=int(lo_points[-1]),
               uflow_priority="LO", oflow_priority="LE", hybrid_priority="LO")
     return LrnLutDesign(lut, 1.0 / scale, max_ss)
+
+
+def lrn_lut_fp16(local_size: int, alpha: float, beta: float, k: float,
+                 max_abs_input: float) -> LrnLutDesign:
+    """f(ss) = (k + alpha/n * ss)^-beta over the FP32 square sums ss of an FP16 input whose
+    values stay within +-max_abs_input (the calibrated range; no scales in FP16).
+
+    FP16 tables hold FP16 entries (here as signed int16 bit patterns) and FP32 START/END
+    patterns; INDEX_SELECT is a signed 8-bit power of two, so a linear table may step by less
+    than 1.  LO spans [0, n * max_abs^2] (rounded up to 256 steps of a power of two); LE is
+    linear too, over the first 1/32 of it at 8 times LO's resolution, where f bends most (near
+    ss = 0, |f''| is largest).  Both hit: LE; only one: that one; both underflow (ss = 0) or
+    overflow (beyond the calibrated range): LO, with slope 0 (f(0), f(LO end))."""
+    from ..lut.fit import _fp16_bits, _fp32_register      # one FP16 / FP32 encoding rule
+    if k <= 0 and beta > 0:
+        raise NvdlaSimError(f"LRN k={k} must be > 0")
+    coeff = alpha / local_size
+
+    def f(ss):
+        return np.power(k + coeff * np.asarray(ss, np.float64), -beta)
+
+    max_ss = local_size * float(max_abs_input) ** 2
+    if not math.isfinite(max_ss) or max_ss <= 0:
+        max_ss = 1.0
+    lo_select = max(-120, math.ceil(math.log2(max_ss / (LO_ENTRIES - 1))))
+    le_select = lo_select - 3
+    if lo_select > 120:
+        raise NvdlaSimError(f"LRN: square sums up to {max_ss:.6g} do not fit an FP16 table")
+    lo_step, le_step = 2.0 ** lo_select, 2.0 ** le_select
+    lo_points = np.arange(LO_ENTRIES, dtype=np.float64) * lo_step
+    le_points = np.arange(LE_ENTRIES, dtype=np.float64) * le_step
+
+    def table(points):
+        return tuple(int(v) for v in _fp16_bits(f(points)))
+    lut = Lut(le_table=table(le_points), lo_table=table(lo_points), le_function="LINEAR",
+              le_index_select=le_select, lo_index_select=lo_select,
+              le_start=0, le_end=_fp32_register(float(le_points[-1])),
+              lo_start=0, lo_end=_fp32_register(float(lo_points[-1])),
+              uflow_priority="LO", oflow_priority="LO", hybrid_priority="LE")
+    return LrnLutDesign(lut, 1.0, max_ss)
 
 
 # -- SDP: sigmoid and tanh through the LO table ----------------------------------------------

@@ -439,8 +439,11 @@ class _FloatLayers:
         return PdpLayer(p.method, p.kernel, p.stride, p.pad, 0, layer.name, FP16)
 
     def cdp(self, layer: HwLayer) -> CdpLayer:
-        raise UnsupportedError(f"'{layer.name}': LRN in FP16 is not modelled by the compiler (no "
-                               "FP16 CDP lookup table design)")
+        """LRN: the FP16 table over the square sums of the calibrated input range."""
+        c = layer.cdp
+        x = self.plan.network.op(layer.ops[0]).inputs[0]
+        return lrn_layer(c.size, c.alpha, c.beta, c.k, 1.0, 1.0, layer.name, FP16,
+                         max_abs_input=self.cal.amax.get(x, 0.0))
 
     def sdp_layer(self, layer: HwLayer) -> SdpLayer:
         return self.sdp(layer)
