@@ -32,6 +32,23 @@ POOL_MAX = MAXIMUM
 POOL_MIN = MINIMUM
 
 
+cdef inline Py_ssize_t window(Py_ssize_t o, int stride, int pad, int kernel, Py_ssize_t size,
+                              Py_ssize_t* lo, Py_ssize_t* hi) noexcept nogil:
+    """Output position `o`'s window along one axis: returns its first input index (negative in
+    the padding) and sets [lo, hi) to the part inside the cube (lo >= hi: none of it)."""
+    cdef Py_ssize_t start = o * stride - pad
+    lo[0] = start if start > 0 else 0
+    hi[0] = start + kernel if start + kernel < size else size
+    return start
+
+
+cdef check_shapes(str kernel, Py_ssize_t channels, Py_ssize_t out_channels, Py_ssize_t n_pads):
+    if out_channels != channels:
+        raise ValueError(f"{kernel}: input and output channel counts differ")
+    if n_pads < 7:
+        raise ValueError(f"{kernel}: need 7 padding values (1X..7X)")
+
+
 def pool_int(const int_element[:, :, ::1] cube, int_element[:, :, ::1] out, int method,
               int kernel_w, int kernel_h, int stride_w, int stride_h, int pad_left, int pad_top,
               const int64_t[::1] pad_values, int64_t recip_w, int64_t recip_h):
@@ -44,19 +61,12 @@ def pool_int(const int_element[:, :, ::1] cube, int_element[:, :, ::1] out, int 
     cdef int empty = 0
     cdef int element_bits = 8 * sizeof(int_element)
     cdef int accumulator_bits = 2 * element_bits    # the line buffer's width
-    if out.shape[0] != channels:
-        raise ValueError("pool_int: input and output channel counts differ")
-    if pad_values.shape[0] < 7:
-        raise ValueError("pool_int: need 7 padding values (1X..7X)")
+    check_shapes("pool_int", channels, out.shape[0], pad_values.shape[0])
     with nogil:
         for oy in range(out_h):
-            y0 = oy * stride_h - pad_top
-            y_lo = y0 if y0 > 0 else 0
-            y_hi = y0 + kernel_h if y0 + kernel_h < height else height
+            y0 = window(oy, stride_h, pad_top, kernel_h, height, &y_lo, &y_hi)
             for ox in range(out_w):
-                x0 = ox * stride_w - pad_left
-                x_lo = x0 if x0 > 0 else 0
-                x_hi = x0 + kernel_w if x0 + kernel_w < width else width
+                x0 = window(ox, stride_w, pad_left, kernel_w, width, &x_lo, &x_hi)
                 if y_lo >= y_hi or x_lo >= x_hi:
                     empty += 1
                     for c in range(channels):
@@ -143,22 +153,15 @@ def pool_fp16(const uint16_t[:, :, ::1] cube, uint16_t[:, :, ::1] out, int metho
     cdef Py_ssize_t c, oy, ox, y, x, y0, x0, y_lo, y_hi, x_lo, x_hi, kwi, khi
     cdef uint64_t row, acc, v, left, right, top, bottom, kw_fp17
     cdef int empty = 0
-    if out.shape[0] != channels:
-        raise ValueError("pool_fp16: input and output channel counts differ")
-    if pad_values.shape[0] < 7:
-        raise ValueError("pool_fp16: need 7 padding values (1X..7X)")
+    check_shapes("pool_fp16", channels, out.shape[0], pad_values.shape[0])
     # kernel_w as FP17 (the C model tabulates 1..7; 8 is read past its table's end, the RTL's
     # intent is 8.0).
     kw_fp17 = fp_from_int(kernel_w, KERNEL_WIDTH_INT_BITS, FP17_E, MANT)
     with nogil:
         for oy in range(out_h):
-            y0 = oy * stride_h - pad_top
-            y_lo = y0 if y0 > 0 else 0
-            y_hi = y0 + kernel_h if y0 + kernel_h < height else height
+            y0 = window(oy, stride_h, pad_top, kernel_h, height, &y_lo, &y_hi)
             for ox in range(out_w):
-                x0 = ox * stride_w - pad_left
-                x_lo = x0 if x0 > 0 else 0
-                x_hi = x0 + kernel_w if x0 + kernel_w < width else width
+                x0 = window(ox, stride_w, pad_left, kernel_w, width, &x_lo, &x_hi)
                 if y_lo >= y_hi or x_lo >= x_hi:
                     empty += 1
                     for c in range(channels):
