@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
-from .tokens import Seg, wait_until, waited
+from .tokens import GRANTED, Seg, wait_until, waited
 
 if TYPE_CHECKING:
     from ..config import HardwareConfig
@@ -259,21 +259,33 @@ def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
         tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "read masks")
         masks -= n
         yield from wait_until(env, tr.port_free)
+    per_request = p.conv.cdma_request_atoms
+    n_bounds = len(bounds)
     while issued < total:
-        n = min(p.conv.cdma_request_atoms, total - issued)
-        yield from waited(env, pool.acquire(n * entries_per_atom), tracker, "weight ring full")
+        n = min(per_request, total - issued)
+        # The hot loop of a convolution (one pass per CDMA request): the waits of `waited` and
+        # `wait_until` written out, with their event-free paths (tokens.py), same cycles.
+        grant = pool.acquire(n * entries_per_atom)
+        if grant is not GRANTED:
+            yield from waited(env, grant, tracker, "weight ring full")
         tm.note_cbuf()
         tr = memif.reserve("CDMA_WT", "read", n * atom)
         tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "read")
         # Kernel groups whose last atom is in this request.
-        while group < len(bounds) and bounds[group] <= issued + n:
+        while group < n_bounds and bounds[group] <= issued + n:
             k = bounds[group] - issued - 1
             ready = tr.beat(k) + p.conv.cbuf_write_cycles
             out.put(Seg(geom.group_atoms[group] * entries_per_atom, tr.first, ready,
-                        tag=geom.keep_weights, end=group == len(bounds) - 1))
+                        tag=geom.keep_weights, end=group == n_bounds - 1))
             group += 1
         issued += n
-        yield from wait_until(env, tr.port_free)
+        now = env._now
+        if tr.port_free > now:
+            wake = now + (tr.port_free - now)
+            if wake < env.peek():
+                env._now = wake
+            else:
+                yield env.timeout(tr.port_free - now)
     while group < len(bounds):             # WEIGHT_REUSE: the groups are already in CBUF
         out.put(Seg(0, env.now, env.now, tag=geom.keep_weights, end=group == len(bounds) - 1))
         group += 1
