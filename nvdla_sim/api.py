@@ -30,6 +30,15 @@ class RunReport:
     scenario: dict                            # the scenario that ran (what --save-scenario writes)
     report: Any                               # nvdla_sim.report.tables.Report (internal detail)
     outputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    hardware_layers: int = 0                  # DLA hardware layers (conv, SDP, PDP, CDP passes)
+    gpu_layers: int = 0                       # layers run beside the DLA (GPU fallback)
+
+    @property
+    def output_sqnr(self) -> dict[str, float]:
+        """SQNR (dB) of each network output's DLA result against the float32 reference."""
+        from .scenario.reference import sqnr_db
+        return {name: sqnr_db(a["reference"], a["dla"]) for name, a in self.outputs.items()
+                if "reference" in a and "dla" in a}
 
     @property
     def total_cycles(self) -> float | None:
@@ -196,8 +205,28 @@ def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
         result = lower_and_run(prep.plan, context(prep))
     values = dla_tensors(prep.plan, result.outputs) if scn.values else None
     report = build_report(prep, result, values)
+    _plain_numbers(report)
     write_reports(report, prep, result, scn.outputs.directory)
-    return RunReport(data, report, _network_outputs(prep, values))
+    layers = prep.plan.layers
+    return RunReport(data, report, _network_outputs(prep, values),
+                     hardware_layers=sum(layer.kind != "gpu" for layer in layers),
+                     gpu_layers=sum(layer.kind == "gpu" for layer in layers))
+
+
+def _plain(value):
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_plain(v) for v in value)
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _plain_numbers(report) -> None:
+    """numpy scalars in report rows (some energy counts) -> Python numbers, so report.json writes."""
+    for row in report.rows:
+        for key, value in vars(row).items():
+            setattr(row, key, _plain(value))
+    report.energy = _plain(report.energy)
 
 
 def save_scenario(data: dict, path: str | Path) -> None:

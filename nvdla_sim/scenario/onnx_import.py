@@ -194,7 +194,6 @@ class _Importer:
         if w is None or w.ndim != 4:
             raise self.fail(node, "weights must be a 4-D constant (2-D convolution)")
         b = self.const(ins[2]) if len(ins) > 2 else None
-        x = self.net.shapes[ins[0]]
         k, _, r, s = w.shape
         stride = tuple(a.get("strides", (1, 1)))
         dil = tuple(a.get("dilations", (1, 1)))

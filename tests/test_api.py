@@ -1,0 +1,154 @@
+"""nvdla_sim.run() and `nvdla-sim run MODEL.onnx`: a small ONNX model (conv, BN as Mul + Add, Pad,
+n-ary Sum, channel shuffle, softmax) end to end on nv_large in INT8; outputs saved and compared with
+onnxruntime; the saved scenario runs again to the same cycles; bad flags are one-line errors."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the optional 'onnx' package is not installed "
+                                          "(pip install 'nvdla-sim[onnx]')")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import nvdla_sim  # noqa: E402
+from nvdla_sim.cli import main  # noqa: E402
+from nvdla_sim.errors import NvdlaSimError  # noqa: E402
+from nvdla_sim.scenario.onnx_import import import_model  # noqa: E402
+
+RNG = np.random.default_rng(11)
+
+
+def f32(name, arr):
+    return numpy_helper.from_array(np.asarray(arr, np.float32), name)
+
+
+def i64(name, arr):
+    return numpy_helper.from_array(np.asarray(arr, np.int64), name)
+
+
+def small_model(opset: int = 13):
+    """3x8x8 input; every pattern the importer maps, no weight to randomise away."""
+    nodes = [
+        helper.make_node("Pad", ["x", "pads"], ["xp"], mode="constant"),
+        helper.make_node("Conv", ["xp", "w1", "b1"], ["c1"]),                 # pad folded in
+        helper.make_node("Mul", ["c1", "s1"], ["m1"]),                         # BN as Mul + Add
+        helper.make_node("Add", ["m1", "t1"], ["a1"]),
+        helper.make_node("Relu", ["a1"], ["r1"]),
+        helper.make_node("Conv", ["r1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Sum", ["r1", "c2", "r1"], ["s"]),                    # n-ary Sum
+        helper.make_node("Reshape", ["s", "g5"], ["v5"]),                      # channel shuffle
+        helper.make_node("Transpose", ["v5"], ["t5"], perm=[0, 2, 1, 3, 4]),
+        helper.make_node("Reshape", ["t5", "g4"], ["sh"]),
+        helper.make_node("Conv", ["sh", "w3"], ["c3"]),
+        helper.make_node("GlobalAveragePool", ["c3"], ["gp"]),
+        helper.make_node("Flatten", ["gp"], ["fl"]),
+        helper.make_node("Softmax", ["fl"], ["prob"], axis=1)]
+    inits = [i64("pads", [0, 0, 1, 1, 0, 0, 1, 1]),
+             f32("w1", RNG.standard_normal((8, 3, 3, 3)) * 0.3), f32("b1", RNG.standard_normal(8) * 0.1),
+             f32("s1", RNG.uniform(0.5, 1.5, (1, 8, 1, 1))), f32("t1", RNG.standard_normal((8, 1, 1)) * 0.1),
+             f32("w2", RNG.standard_normal((8, 8, 3, 3)) * 0.2),
+             i64("g5", [1, 2, 4, 8, 8]), i64("g4", [1, 8, 8, 8]),
+             f32("w3", RNG.standard_normal((10, 8, 1, 1)) * 0.5)]
+    g = helper.make_graph(nodes, "small", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                          [helper.make_tensor_value_info("prob", TensorProto.FLOAT, [1, 10])],
+                          initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+
+@pytest.fixture
+def model_path(tmp_path):
+    path = tmp_path / "small.onnx"
+    onnx.save(small_model(), str(path))
+    return path
+
+
+def test_import_maps_every_pattern():
+    net, _ = import_model(small_model(), "small.onnx")
+    kinds = [op.kind for op in net.ops]
+    assert kinds == ["conv", "batchnorm", "relu", "conv", "add", "add", "shuffle", "conv", "pool",
+                     "softmax"]
+    assert net.op("c1").attrs["pad"] == (1, 1, 1, 1)          # the Pad, folded
+    assert net.op("s/sum1").inputs == ["r1", "c2"] and net.op("s").inputs == ["s/sum1", "r1"]
+
+
+def test_run_returns_a_report_and_outputs(model_path, tmp_path):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (a test dependency) is not installed")
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = nvdla_sim.run(model_path, hardware="nv_large", precision="int8", input=tmp_path / "x.npy",
+                      out_dir=tmp_path / "out")
+    assert r.total_cycles > 0 and r.hardware_layers >= 3 and r.gpu_layers == 2
+    assert set(r.gpu_fallback) == {"sh", "prob"}
+    assert "shuffle" in r.gpu_fallback["sh"] and "softmax" in r.gpu_fallback["prob"]
+    (theirs,) = ort.InferenceSession(model_path.read_bytes(), providers=["CPUExecutionProvider"]) \
+        .run(None, {"x": x})
+    out = r.outputs["prob"]
+    assert out["reference"].shape == (1, 10) and out["dla"].shape == (1, 10)
+    np.testing.assert_allclose(out["reference"], theirs, rtol=1e-3, atol=1e-5)
+    assert r.output_sqnr["prob"] > 20            # the INT8 result against the float reference
+    rows = r.layers
+    assert {row["device"] for row in rows} == {"DLA", "GPU"}
+    assert sum(row["device"] == "DLA" for row in rows) + r.gpu_layers == len(rows)
+    files = r.save_outputs(tmp_path / "npy")
+    assert sorted(f.name for f in files) == ["prob.dla.npy", "prob.reference.npy"]
+    np.testing.assert_array_equal(np.load(tmp_path / "npy" / "prob.reference.npy"), out["reference"])
+
+
+def test_to_pandas(model_path, tmp_path):
+    pd = pytest.importorskip("pandas")
+    r = nvdla_sim.run(model_path, mode="timing", out_dir=tmp_path / "out")
+    frame = r.to_pandas()
+    assert isinstance(frame, pd.DataFrame) and len(frame) == len(r.layers)
+    assert frame["cycles"].dropna().sum() > 0
+
+
+def test_cli_model_run_saves_outputs_and_a_scenario_that_round_trips(model_path, tmp_path, capsys):
+    rc = main(["run", str(model_path), "--hardware", "nv_large", "--int8", "--out", str(tmp_path / "o1"),
+               "--save-outputs", str(tmp_path / "npy"), "--save-scenario", str(tmp_path / "s.yaml")])
+    assert rc == 0
+    first = capsys.readouterr().out
+    assert "total:" in first and (tmp_path / "npy" / "prob.dla.npy").exists()
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o2")]) == 0
+    second = capsys.readouterr().out
+    total = [line for line in first.splitlines() if line.startswith("total:")]
+    assert total and total == [line for line in second.splitlines() if line.startswith("total:")]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--fp16", "--hardware", "nv_large"], "fp16"),
+    (["--batch", "4"], "batch 4: scenarios run one image"),
+    (["--no-gpu-fallback"], "layer 'sh' (shuffle) cannot run on the DLA"),
+])
+def test_cli_errors_are_one_line(model_path, tmp_path, capsys, argv, message):
+    assert main(["run", str(model_path), "--out", str(tmp_path / "o")] + argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and message in err
+
+
+def test_unsupported_pad_mode_names_the_node():
+    m = small_model()
+    m.graph.node[0].attribute[0].s = b"reflect"
+    with pytest.raises(NvdlaSimError, match=r"node 'xp' \(Pad\): 'reflect' padding"):
+        import_model(m, "small.onnx")
+
+
+def test_opset_conversion_keeps_the_network():
+    """Opset 9 (Pad's pads an attribute) goes through onnx's version converter: same network."""
+    m = small_model(opset=13)
+    old = small_model(opset=13)
+    # an opset-10 spelling of the same model: Pad with attributes, Reshape unchanged
+    old.graph.node[0].CopyFrom(helper.make_node("Pad", ["x"], ["xp"], mode="constant",
+                                                pads=[0, 0, 1, 1, 0, 0, 1, 1]))
+    old.opset_import[0].version = 10
+    a, _ = import_model(m, "m13.onnx")
+    b, _ = import_model(old, "m10.onnx")
+    assert [(op.kind, op.attrs) for op in a.ops] == [(op.kind, op.attrs) for op in b.ops]
+
+
+def test_import_is_lazy():
+    code = "import sys, nvdla_sim; assert 'nvdla_sim.api' not in sys.modules; " \
+           "assert 'onnx' not in sys.modules; assert callable(nvdla_sim.run)"
+    subprocess.run([sys.executable, "-c", code], check=True)
