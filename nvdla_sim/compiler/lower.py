@@ -587,6 +587,18 @@ def emit_trace(plan: HwPlan, ctx: LoweringContext, folder: Path | str, name: str
     return path, result
 
 
+def emit_summary(path: Path, result, project: str) -> str:
+    """The line `compile --emit-cfg` prints about a written trace: how many checks it holds (v2
+    check_crc values, v1 dump_mem golden images, both from the simulator's run), its cycles and
+    how to replay it."""
+    counts = {kind: sum(c.kind == kind for c in result.checks) for kind in ("crc", "dump_mem")}
+    checks = [f"{counts['crc']} check_crc values"] if counts["crc"] or not counts["dump_mem"] else []
+    if counts["dump_mem"]:
+        checks.append(f"{counts['dump_mem']} dump_mem golden images")
+    return (f"{path}: {' and '.join(checks)} from the simulator, {result.cycles:.0f} cycles "
+            f"(replay: nvdla-sim replay {Path(path).parent} --project {project})")
+
+
 def _trailing_gpu(plan: HwPlan) -> list[HwLayer]:
     out = []
     for layer in reversed(plan.layers):

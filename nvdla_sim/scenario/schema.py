@@ -16,10 +16,11 @@ from ..config import HardwareConfig, load_hardware
 from ..datatype import BY_NAME, DataType
 from ..engine.memif import MemoryProfile, load_memory_profile
 from ..errors import NvdlaSimError
+from ..host.profile import HostProfile, load_host_profile
 from ..yaml_file import read_yaml
 
 TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
-              "quantization", "mode", "gpu_fallback", "outputs")
+              "quantization", "mode", "gpu_fallback", "outputs", "host")
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
@@ -99,6 +100,7 @@ class Scenario:
     outputs: OutputsSpec
     raw: dict = field(default_factory=dict, repr=False)
     layer_precision: dict[str, str] = field(default_factory=dict)   # layer -> int8 / int16
+    host: HostProfile | None = None    # end-to-end time's host (None: report's default)
 
     @property
     def values(self) -> bool:
@@ -401,6 +403,21 @@ def _quantization(value: Any) -> QuantizationSpec:
     return q
 
 
+def _host(value: Any, base: Path) -> HostProfile | None:
+    """`host`: a profile name (nvdla_sim/host/profiles), a YAML file (relative to the scenario) or
+    a mapping of profile fields (`profile: NAME` plus overrides)."""
+    if value is None:
+        return None
+    if isinstance(value, str) and value.endswith((".yaml", ".yml")):
+        value = base / value
+    elif not isinstance(value, (str, dict)):
+        raise FieldError("host", f"must be a profile name, a YAML file or a mapping, got {value!r}")
+    try:
+        return load_host_profile(value)
+    except NvdlaSimError as exc:
+        raise FieldError("host", str(exc)) from None
+
+
 def _outputs(value: Any, name: str) -> OutputsSpec:
     d = _mapping(value, "outputs", ("directory", "formats", "plots", "timeline"))
     directory = d.get("directory", f"out/{name}")
@@ -475,7 +492,7 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
         weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization")),
         mode=_choice(d, "mode", "", MODES, "values+timing"),
         gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d,
-        layer_precision=layer_precision)
+        layer_precision=layer_precision, host=_host(d.get("host"), base))
 
 
 def load_scenario(path: str | Path) -> Scenario:
