@@ -215,23 +215,6 @@ def test_fp16_average_pooling_registers():
     assert list(brdma.values()).count(1) >= 2
 
 
-def test_fp16_lrn(tmp_path):
-    """LeNet-like LRN in FP16: the CDP table (lut.lrn_lut_fp16) over the calibrated square sums,
-    every DLA row >= 50 dB against the float32 reference."""
-    net = {"input": [8, 12, 12], "layers": [
-        {"name": "c1", "type": "conv", "out_channels": 40, "kernel": 3, "pad": 1, "relu": True},
-        {"name": "n1", "type": "lrn", "size": 5, "alpha": 1e-4, "beta": 0.75, "k": 1},
-        {"name": "c2", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1},
-        {"name": "n2", "type": "lrn", "size": 3, "alpha": 0.01, "beta": 0.75, "k": 2}]}
-    scn = scenario(precision="fp16", network=net, input={"seed": 2}, weights={"seed": 2})
-    scn.outputs.formats, scn.outputs.plots = (), False
-    with contextlib.redirect_stdout(io.StringIO()):
-        report = execute(prepare(scn), tmp_path)
-    assert [r.kinds for r in report.rows] == ["conv", "cdp", "conv", "cdp"]
-    assert [r.precision for r in report.rows] == ["FP16"] * 4
-    assert all(r.sqnr_db >= 50.0 for r in report.rows), [(r.layer, r.sqnr_db) for r in report.rows]
-
-
 def test_googlenet_fp16_timing_only(tmp_path):
     """GoogLeNet (two LRN layers) compiles and runs in FP16 on nv_full, timing only."""
     scn = parse_scenario({"hardware": "nv_full", "network": "googlenet", "precision": "fp16",
@@ -354,19 +337,23 @@ def test_lut_activations_elementwise_and_average_pooling(tmp_path, precision):
     assert luts[0] is not None and luts[1] is not None and luts[2] is None
 
 
-def test_int16_lrn(tmp_path):
-    """LRN in INT16: the CDP table covers every square sum of INT16 inputs."""
+@pytest.mark.parametrize("precision, floor_db", [("int16", 60.0), ("fp16", 50.0)])
+def test_16_bit_lrn(tmp_path, precision, floor_db):
+    """LRN in INT16 (the CDP table covers every square sum of INT16 inputs) and in FP16 (a table
+    of FP16 entries over the calibrated FP32 square sums), against the float32 reference."""
     net = {"input": [8, 12, 12], "layers": [
         {"name": "c1", "type": "conv", "out_channels": 40, "kernel": 3, "pad": 1, "relu": True},
         {"name": "n1", "type": "lrn", "size": 5, "alpha": 1e-4, "beta": 0.75, "k": 1},
         {"name": "c2", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1},
         {"name": "n2", "type": "lrn", "size": 3, "alpha": 0.01, "beta": 0.75, "k": 2}]}
-    scn = scenario(precision="int16", network=net, input={"seed": 2}, weights={"seed": 2})
+    scn = scenario(precision=precision, network=net, input={"seed": 2}, weights={"seed": 2})
     scn.outputs.formats, scn.outputs.plots = (), False
     with contextlib.redirect_stdout(io.StringIO()):
         report = execute(prepare(scn), tmp_path)
     assert [r.kinds for r in report.rows] == ["conv", "cdp", "conv", "cdp"]
-    assert all(r.sqnr_db >= 60.0 for r in report.rows), [(r.layer, r.sqnr_db) for r in report.rows]
+    assert [r.precision for r in report.rows] == [precision.upper()] * 4
+    assert all(r.sqnr_db >= floor_db for r in report.rows), \
+        [(r.layer, r.sqnr_db) for r in report.rows]
 
 
 # --------------------------------------------------------------------------------------------------
