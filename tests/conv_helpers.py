@@ -46,3 +46,24 @@ def conv_program(name: str, regs: dict, feature: np.ndarray, weights: np.ndarray
         MemLoad("pri_mem", SRC, feature), MemLoad("pri_mem", WT, weights), *notify,
         *reg_writes(regs, version=1),
         *reg_writes({f"{u}.D_OP_ENABLE": {"OP_EN": 1} for u in CONV_UNITS}, version=1)])
+
+
+def image_cdma_registers(misc: dict, pixel_format: int, width: int, height: int, channels: int,
+                         line_stride: int, byte_per_kernel: int, kernels: int, weight_bytes: int,
+                         **format_fields: int) -> dict[str, dict[str, int]]:
+    """CDMA's registers for pitch-linear image input at SRC and weights at WT (one CBUF entry
+    per slice); callers add converter, mean, padding and bank registers.  `format_fields` go to
+    D_DATAIN_FORMAT beside PIXEL_FORMAT (e.g. PIXEL_SIGN_OVERRIDE)."""
+    return {
+        "D_MISC_CFG": misc,
+        "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": pixel_format, **format_fields},
+        "D_DATAIN_SIZE_0": {"DATAIN_WIDTH": width - 1, "DATAIN_HEIGHT": height - 1},
+        "D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": channels - 1},
+        "D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
+        "D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
+        "D_LINE_STRIDE": {"LINE_STRIDE": line_stride}, "D_ENTRY_PER_SLICE": {"ENTRIES": 0},
+        "D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": byte_per_kernel - 1},
+        "D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": kernels - 1},
+        "D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
+        "D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
+        "D_WEIGHT_BYTES": {"WEIGHT_BYTES": weight_bytes}}

@@ -17,7 +17,7 @@ from nvdla_sim.kernels.conv import conv_lines
 from nvdla_sim.kernels.nvfloat_py import cacc_fp48_add, cmac_fp16_dot
 from nvdla_sim.program import RegisterProgram
 
-from conv_helpers import CONV_UNITS, SRC, WT, conv_program, conv_registers
+from conv_helpers import SRC, WT, conv_program, conv_registers, image_cdma_registers
 
 ATOM_BYTES = 32                  # nv_full memory atom
 ENTRY_BYTES = 128                # nv_full CBUF entry
@@ -583,18 +583,7 @@ def test_8bit_image_converted_to_16_bit_types(dtype):
     bank = {"DATA_BANK": 0, "WEIGHT_BANK": 0}
     ow, oh = ref.shape[2], ref.shape[1]
     cdma = {
-        "D_MISC_CFG": misc,
-        "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 13},
-        "D_DATAIN_SIZE_0": {"DATAIN_WIDTH": w - 1, "DATAIN_HEIGHT": h - 1},
-        "D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": 3},
-        "D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
-        "D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
-        "D_LINE_STRIDE": {"LINE_STRIDE": 32}, "D_ENTRY_PER_SLICE": {"ENTRIES": 0},
-        "D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": 4 * s * r * 2 - 1},
-        "D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": k - 1},
-        "D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
-        "D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
-        "D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
+        **image_cdma_registers(misc, 13, w, h, 4, 32, 4 * s * r * 2, k, packed.size),
         "D_CVT_CFG": {"CVT_EN": 1, "CVT_TRUNCATE": trunc},
         "D_CVT_SCALE": {"CVT_SCALE": scale}, "D_MEAN_FORMAT": {"MEAN_FORMAT": 1},
         "D_MEAN_GLOBAL_0": {"MEAN_RY": means[0], "MEAN_GU": means[1]},

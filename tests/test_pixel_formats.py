@@ -14,7 +14,7 @@ from nvdla_sim.datatype import FP16, INT8, INT16
 from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError
 
-from conv_helpers import CONV_UNITS, SRC, WT, conv_program, conv_registers
+from conv_helpers import CONV_UNITS, conv_program, conv_registers, image_cdma_registers
 from program_helpers import reg_writes
 from test_conv_precision import pack_weights
 
@@ -70,20 +70,9 @@ def image_program(code, proc, comps, kernels=3, cvt=None, means=None, sign_overr
     misc = {"CONV_MODE": 0, "IN_PRECISION": in_type.code, "PROC_PRECISION": proc.code}
     bank = {"DATA_BANK": 0, "WEIGHT_BANK": 0}
     cdma = {
-        "D_MISC_CFG": misc,
-        "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": code,
-                            "PIXEL_SIGN_OVERRIDE": sign_override},
-        "D_DATAIN_SIZE_0": {"DATAIN_WIDTH": w - 1, "DATAIN_HEIGHT": h - 1},
-        "D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": e - 1},
-        "D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
-        "D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
-        "D_LINE_STRIDE": {"LINE_STRIDE": LINE}, "D_ENTRY_PER_SLICE": {"ENTRIES": 0},
+        **image_cdma_registers(misc, code, w, h, e, LINE, e * proc.bytes, kernels, packed.size,
+                               PIXEL_SIGN_OVERRIDE=sign_override),
         "D_NAN_FLUSH_TO_ZERO": {"NAN_TO_ZERO": nan_to_zero},
-        "D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": e * proc.bytes - 1},
-        "D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": kernels - 1},
-        "D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
-        "D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
-        "D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
         "D_BANK": bank}
     csc = {
         "D_MISC_CFG": misc, "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1},

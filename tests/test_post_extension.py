@@ -13,7 +13,7 @@ from nvdla_sim.datatype import FP16, INT8, INT16
 from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError
 
-from conv_helpers import SRC, WT, conv_program, conv_registers
+from conv_helpers import conv_program, conv_registers, image_cdma_registers
 from test_conv_precision import pack_weights
 
 LINE = 64
@@ -46,18 +46,7 @@ def program(dtype, image, w, r, s, stride_y, pad_top, pad_bits, y_ext, out_h, ou
     misc = {"CONV_MODE": 0, "IN_PRECISION": INT8.code, "PROC_PRECISION": dtype.code}
     bank = {"DATA_BANK": 0, "WEIGHT_BANK": 0}
     cdma = {
-        "D_MISC_CFG": misc,
-        "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1, "PIXEL_FORMAT": 12},
-        "D_DATAIN_SIZE_0": {"DATAIN_WIDTH": width - 1, "DATAIN_HEIGHT": h - 1},
-        "D_DATAIN_SIZE_1": {"DATAIN_CHANNEL": 3},
-        "D_DAIN_RAM_TYPE": {"DATAIN_RAM_TYPE": 1},
-        "D_DAIN_ADDR_LOW_0": {"DATAIN_ADDR_LOW_0": SRC},
-        "D_LINE_STRIDE": {"LINE_STRIDE": LINE}, "D_ENTRY_PER_SLICE": {"ENTRIES": 0},
-        "D_WEIGHT_SIZE_0": {"BYTE_PER_KERNEL": c * r * dtype.bytes - 1},
-        "D_WEIGHT_SIZE_1": {"WEIGHT_KERNEL": k - 1},
-        "D_WEIGHT_RAM_TYPE": {"WEIGHT_RAM_TYPE": 1},
-        "D_WEIGHT_ADDR_LOW": {"WEIGHT_ADDR_LOW": WT},
-        "D_WEIGHT_BYTES": {"WEIGHT_BYTES": packed.size},
+        **image_cdma_registers(misc, 12, width, h, 4, LINE, c * r * dtype.bytes, k, packed.size),
         "D_ZERO_PADDING_VALUE": {"PAD_VALUE": pad_bits}, "D_BANK": bank}
     csc = {
         "D_MISC_CFG": misc, "D_DATAIN_FORMAT": {"DATAIN_FORMAT": 1},
