@@ -100,23 +100,56 @@ class Pool:
 
 
 class Channel:
-    """A FIFO of tokens between two processes with `capacity` units of room (None: unbounded)."""
+    """A FIFO of tokens between two processes with `capacity` units of room (None: unbounded).
+
+    Hands tokens over exactly as an unbounded `simpy.Store` does: a put whose token a getter
+    waits for reaches it through one event processed this cycle (the Store's put event, whose
+    processing serves the getters), a put nobody waits for schedules nothing (the Store's put
+    event would do nothing), and a get that finds a token when no other event is due this cycle
+    returns it without an event (`Ready`, see `waited`)."""
 
     def __init__(self, env: simpy.Environment, name: str, capacity: float | None = None):
         self.env = env
         self.name = name
         self.room = Pool(env, f"{name} buffer", capacity) if capacity else None
-        self._items = simpy.Store(env)
+        self._items: deque[Seg] = deque()
+        self._getters: deque[simpy.Event] = deque()
 
     def put(self, seg: Seg) -> None:
-        self._items.put(seg)
+        self._items.append(seg)
+        if self._getters:
+            relay = self.env.event()
+            relay.callbacks.append(self._serve)
+            relay.succeed()
 
-    def get(self) -> simpy.Event:
-        return self._items.get()
+    def _serve(self, _event=None) -> None:
+        while self._getters and self._items:
+            self._getters.popleft().succeed(self._items.popleft())
+
+    def get(self) -> simpy.Event | "Ready":
+        if self._items and not self._getters:
+            seg = self._items.popleft()
+            if self.env.peek() > self.env.now:
+                return Ready(seg)
+            event = self.env.event()
+            event.succeed(seg)
+            return event
+        event = self.env.event()
+        self._getters.append(event)
+        self._serve()
+        return event
 
     def release(self, n: float) -> None:
         if self.room is not None:
             self.room.release(n)
+
+
+class Ready:
+    """A token `Channel.get` hands over without an event."""
+    __slots__ = ("value",)
+
+    def __init__(self, value: Any):
+        self.value = value
 
 
 @dataclass
@@ -167,9 +200,12 @@ def wait_until(env: simpy.Environment, t: float) -> Generator:
 
 def waited(env: simpy.Environment, event: simpy.Event, tracker: Tracker, label: str) -> Generator:
     """Wait for `event`, recording the wait as a stall; returns the event's value (a credit
-    grant without an event, `GRANTED`, returns None at once, as its event would)."""
+    grant without an event, `GRANTED`, returns None at once, as its event would; a `Ready`
+    token its value)."""
     if event is GRANTED:
         return None
+    if type(event) is Ready:
+        return event.value
     start = env.now
     value = yield event
     tracker.stall(start, env.now, label)
