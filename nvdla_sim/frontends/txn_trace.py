@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -122,17 +123,7 @@ def parse_txn(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
     regmap = register_map(nvdla_version)
     program = RegisterProgram(name=name, source=txn)
     commands = program.commands
-    for number, raw in enumerate(lines, 1):
-        tokens = raw.split("#", 1)[0].split()
-        if not tokens:
-            continue
-        where = Where(str(txn), number)
-        cmd, args = tokens[0], tokens[1:]
-        if cmd not in _ARGS:
-            raise NvdlaSimError(f"{where}: unknown command '{cmd}' (known: {', '.join(_ARGS)})")
-        if len(args) != _ARGS[cmd]:
-            raise NvdlaSimError(f"{where}: {cmd} takes {_ARGS[cmd]} arguments, got {len(args)}: "
-                                f"'{raw.split('#', 1)[0].strip()}'")
+    for where, cmd, args in command_lines(lines, txn, _ARGS):
         if cmd == "wait":
             commands.append(WaitInterrupt(where))
         elif cmd == "write_reg":
@@ -153,6 +144,30 @@ def parse_txn(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
             else:
                 commands.append(DumpMem(_mem(addr), addr, size, image, args[2], where))
     return program
+
+
+def command_lines(lines: list[str], path: Path, arg_counts: dict[str, int],
+                  refuse: Callable[[Where, str], None] | None = None
+                  ) -> Iterator[tuple[Where, str, list[str]]]:
+    """(where, command, arguments) of each line of a trace-player style file ('cmd arg ...
+    # comment'; empty lines skipped), the command known and its argument count checked;
+    `refuse(where, cmd)` may reject a command first."""
+    for number, raw in enumerate(lines, 1):
+        text = raw.split("#", 1)[0]
+        tokens = text.split()
+        if not tokens:
+            continue
+        where = Where(str(path), number)
+        cmd, args = tokens[0], tokens[1:]
+        if refuse is not None:
+            refuse(where, cmd)
+        if cmd not in arg_counts:
+            raise NvdlaSimError(f"{where}: unknown command '{cmd}' (known: "
+                                f"{', '.join(arg_counts)})")
+        if len(args) != arg_counts[cmd]:
+            raise NvdlaSimError(f"{where}: {cmd} takes {arg_counts[cmd]} arguments, got "
+                                f"{len(args)}: '{text.strip()}'")
+        yield where, cmd, args
 
 
 def _mem(addr: int) -> str:

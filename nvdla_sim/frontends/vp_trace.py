@@ -25,7 +25,7 @@ from ..engine.glb import INTR_BIT, Glb
 from ..program import ReadReg, RegisterProgram, RegWrite, UntilBits, WaitInterrupt, Where
 from ..regs import register_map
 from .files import txn_file, read_bytes, read_text
-from .txn_trace import _hex, _register
+from .txn_trace import _hex, _register, command_lines
 
 VP_READ_ATTEMPTS = 10            # gem5-NVDLA's CSB master tries a read_reg 10 times
 RD_ONLY_LOG = "rd_only_var_log"
@@ -93,6 +93,12 @@ def _is_address_register(name: str) -> bool:
     return "ADDR" in reg and "HIGH" not in reg
 
 
+def _refuse_data(where: Where, cmd: str) -> None:
+    if cmd in _DATA_COMMANDS:
+        raise NvdlaSimError(f"{where}: {cmd} in a VP trace (VP captures hold no data; "
+                            "replay a trace-player test with --format txn)")
+
+
 def parse_vp(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
     """Parse a VP capture folder (or its input.txn) into a RegisterProgram (see the module doc)."""
     txn, folder, name = txn_file(path)
@@ -105,21 +111,7 @@ def parse_vp(path: Path | str, nvdla_version: int = 1) -> RegisterProgram:
         capture.read_only = read_rd_only_log(folder / RD_ONLY_LOG)
     program = RegisterProgram(name=name, source=txn)
     commands = program.commands
-    for number, raw in enumerate(lines, 1):
-        text = raw.split("#", 1)[0]
-        tokens = text.split()
-        if not tokens:
-            continue
-        where = Where(str(txn), number)
-        cmd, args = tokens[0], tokens[1:]
-        if cmd in _DATA_COMMANDS:
-            raise NvdlaSimError(f"{where}: {cmd} in a VP trace (VP captures hold no data; "
-                                "replay a trace-player test with --format txn)")
-        if cmd not in _ARGS:
-            raise NvdlaSimError(f"{where}: unknown command '{cmd}' (known: {', '.join(_ARGS)})")
-        if len(args) != _ARGS[cmd]:
-            raise NvdlaSimError(f"{where}: {cmd} takes {_ARGS[cmd]} arguments, got {len(args)}: "
-                                f"'{text.strip()}'")
+    for where, cmd, args in command_lines(lines, txn, _ARGS, _refuse_data):
         if cmd == "wait":
             commands.append(WaitInterrupt(where))
             continue
