@@ -159,27 +159,37 @@ cdef _conv_lines_fp16(const unsigned short[:, ::1] lines, const unsigned short[:
     cdef Py_ssize_t k, oy, ox
     dec_lines_arr = np.empty((lines.shape[0], lines.shape[1]), np.uint32)
     dec_wt_arr = np.empty((n_k * n_r, span), np.uint32)
+    wt_masks_arr = np.empty((n_k * n_r, span), np.uint32)
     cdef uint32_t[:, ::1] dec_lines = dec_lines_arr
     cdef uint32_t[:, ::1] dec_wt = dec_wt_arr
+    cdef uint32_t[:, ::1] wt_masks = wt_masks_arr
+    cdef Py_ssize_t i, j
     _decode_fp16(lines, dec_lines)
     _decode_fp16(np.asarray(weights).reshape(n_k * n_r, span), dec_wt)
+    with nogil:
+        for i in range(n_k * n_r):
+            for j in range(span):
+                wt_masks[i, j] = nf.cmac_fp16_booth_masks(dec_wt[i, j])
     with nogil:
         for k in prange(n_k, schedule="dynamic"):
             for oy in range(out_h):
                 for ox in range(out_w):
                     out[k, oy, ox] = <int64_t>_fp16_output(
-                        &dec_lines[0, 0], &dec_wt[k * n_r, 0], &lines[0, 0], &weights[k, 0, 0],
+                        &dec_lines[0, 0], &dec_wt[k * n_r, 0], &wt_masks[k * n_r, 0],
+                        &lines[0, 0], &weights[k, 0, 0],
                         dec_lines.shape[1], span, n_r, oy * y_step, ox * x_step, kernel_w,
                         kernel_c, s_step, r_step, block_c)
 
 
 cdef inline uint64_t _fp16_output(const uint32_t* dec_lines, const uint32_t* dec_wt,
-                                  const unsigned short* lines, const unsigned short* wt,
+                                  const uint32_t* wt_masks, const unsigned short* lines,
+                                  const unsigned short* wt,
                                   Py_ssize_t line_len, Py_ssize_t span, Py_ssize_t n_r,
                                   Py_ssize_t line0, Py_ssize_t col0, int kernel_w, int kernel_c,
                                   int s_step, int r_step, int block_c) noexcept nogil:
     """The FP48 accumulator of one output: channel blocks outermost, then kernel rows, then
-    kernel columns (the CSC's issue order); `dec_wt`/`wt` point at this kernel's rows."""
+    kernel columns (the CSC's issue order); `dec_wt`/`wt_masks`/`wt` point at this kernel's
+    rows."""
     cdef uint64_t acc = 0
     cdef Py_ssize_t c0 = 0, n, r, s, d_at, w_at
     while c0 < kernel_c:
@@ -189,8 +199,8 @@ cdef inline uint64_t _fp16_output(const uint32_t* dec_lines, const uint32_t* dec
                 d_at = (line0 + r * r_step) * line_len + col0 + c0 + s * s_step
                 w_at = r * span + c0 + s * kernel_c
                 acc = nf.cacc_fp48_add(acc, nf.cmac_fp16_dot_fast(
-                    dec_lines + d_at, dec_wt + w_at, <const uint16_t*>(lines + d_at),
-                    <const uint16_t*>(wt + w_at), <int>n))
+                    dec_lines + d_at, dec_wt + w_at, wt_masks + w_at,
+                    <const uint16_t*>(lines + d_at), <const uint16_t*>(wt + w_at), <int>n))
         c0 += n
     return acc
 

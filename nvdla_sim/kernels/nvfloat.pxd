@@ -778,35 +778,52 @@ cdef extern from *:
     #define NVSIM_INLINE static inline
     #endif
 
-    /* One Booth row: codes 0/7 -> 0, 1/2 -> d, 3 -> 2d (bit 16 set); 4 -> ~2d, 5/6 -> ~d
-       (16 bits, *inv = 1: the +1 that completes the negation). */
-    NVSIM_INLINE uint32_t nvsim_booth_row(uint32_t code, uint32_t d, uint32_t *inv) {
-        uint32_t b0 = code & 1u, b1 = (code >> 1) & 1u, b2 = (code >> 2) & 1u;
-        uint32_t one = b0 ^ b1;
-        uint32_t two = (b0 & b1 & (b2 ^ 1u)) | (((b0 | b1) ^ 1u) & b2);
-        uint32_t neg = b2 & ((b0 & b1) ^ 1u);
-        uint32_t base = (d & (0u - one)) | ((d << 1) & (0u - two));
-        *inv = neg;
-        return base ^ (0x10000u ^ ((0u - neg) & 0x1ffffu));
+    /* A weight mantissa's eight radix-4 Booth digits (codes from (w << 1), three bits each) as
+       bit masks, one bit per digit: [7:0] |digit| = 1 (codes 1, 2, 5, 6), [15:8] |digit| = 2
+       (codes 3, 4), [23:16] digit < 0 (codes 4, 5, 6), [31:24] digit > 0 (codes 1, 2, 3).  A
+       negative product flips every code (c -> 7 - c): the magnitudes stay, the signs swap. */
+    static inline uint32_t nvsim_booth_masks(uint32_t w_mant) {
+        uint32_t w = w_mant << 1, one = 0, two = 0, neg = 0, pos = 0, code;
+        int i;
+        for (i = 0; i < 8; i++) {
+            code = (w >> (2 * i)) & 7u;
+            one |= (uint32_t)(code == 1 || code == 2 || code == 5 || code == 6) << i;
+            two |= (uint32_t)(code == 3 || code == 4) << i;
+            neg |= (uint32_t)(code >= 4 && code <= 6) << i;
+            pos |= (uint32_t)(code >= 1 && code <= 3) << i;
+        }
+        return one | (two << 8) | (neg << 16) | (pos << 24);
     }
+
+    /* Booth row i of d: 0 -> 0, +-1 -> d, +-2 -> 2d; negative rows inverted in 16 bits with
+       inv = 1 (the +1 that completes the negation), other rows with bit 16 set. */
+    #define NVSIM_ROW(i, p, inv) do { \
+        uint32_t o_ = (uint32_t)((int32_t)(one << (31 - (i))) >> 31); \
+        uint32_t t_ = (uint32_t)((int32_t)(two << (31 - (i))) >> 31); \
+        uint32_t n_ = (uint32_t)((int32_t)(neg << (31 - (i))) >> 31); \
+        (p) = ((d & o_) | (d2 & t_)) ^ (0x10000u ^ (n_ & 0x1ffffu)); \
+        (inv) = n_ & 1u; } while (0)
 
     #define NVSIM_CSA(a, b, c, s, k) do { uint32_t a_ = (a), b_ = (b), c_ = (c); \
         (s) = a_ ^ b_ ^ c_; (k) = ((a_ & b_) | (b_ & c_) | (a_ & c_)) << 1; } while (0)
 
-    /* +-(w * d) >> shift as the cell computes it; shift a multiple of 4 below 32. */
-    NVSIM_INLINE int32_t nvsim_booth_product(uint32_t negative, uint32_t w_mant, uint32_t d,
+    /* +-(w * d) >> shift as the cell computes it, w given by its Booth masks; shift a multiple
+       of 4 below 32, negative 0 or 1. */
+    NVSIM_INLINE int32_t nvsim_booth_product(uint32_t negative, uint32_t masks, uint32_t d,
                                               uint32_t shift) {
-        uint32_t w = (w_mant << 1) ^ (0u - negative);
+        uint32_t one = masks & 0xffu, two = (masks >> 8) & 0xffu;
+        uint32_t neg = (masks >> (16u + 8u * negative)) & 0xffu;
+        uint32_t d2 = d << 1;
         uint32_t p0, p1, p2, p3, p4, p5, p6, p7, i0, i1, i2, i3, i4, i5, i6, i7;
         uint32_t s, c, s2, c2, a0, a1, b0, b1, x0, x1, r0, r1, comp;
-        p0 = nvsim_booth_row(w & 7u, d, &i0);
-        p1 = nvsim_booth_row((w >> 2) & 7u, d, &i1);
-        p2 = nvsim_booth_row((w >> 4) & 7u, d, &i2);
-        p3 = nvsim_booth_row((w >> 6) & 7u, d, &i3);
-        p4 = nvsim_booth_row((w >> 8) & 7u, d, &i4);
-        p5 = nvsim_booth_row((w >> 10) & 7u, d, &i5);
-        p6 = nvsim_booth_row((w >> 12) & 7u, d, &i6);
-        p7 = nvsim_booth_row((w >> 14) & 7u, d, &i7);
+        NVSIM_ROW(0, p0, i0);
+        NVSIM_ROW(1, p1, i1);
+        NVSIM_ROW(2, p2, i2);
+        NVSIM_ROW(3, p3, i3);
+        NVSIM_ROW(4, p4, i4);
+        NVSIM_ROW(5, p5, i5);
+        NVSIM_ROW(6, p6, i6);
+        NVSIM_ROW(7, p7, i7);
         NVSIM_CSA(p0, (p1 << 2) | i0, (p2 << 4) | (i1 << 2), s, c);       /* rows 0-4 */
         NVSIM_CSA(s, c, (p3 << 6) | (i2 << 4), s2, c2);
         NVSIM_CSA(s2, c2, i3 << 6, a0, a1);
@@ -824,8 +841,9 @@ cdef extern from *:
        the largest coarse sum of the enabled channels, *flags the OR of every operand (bit 30:
        a NaN is present). */
     NVSIM_FP16_CLONES
-    static int64_t nvsim_cmac_fp16_cell(const uint32_t *dat, const uint32_t *wt, int n,
-                                        int *exponent, uint32_t *flags) {
+    static int64_t nvsim_cmac_fp16_cell(const uint32_t *dat, const uint32_t *wt,
+                                        const uint32_t *wt_masks, int n, int *exponent,
+                                        uint32_t *flags) {
         uint32_t max_sum = 0, any = 0;
         int64_t total = 0;
         int i;
@@ -841,7 +859,7 @@ cdef extern from *:
             uint32_t en = ((d & 0x3fffu) != 0) & ((w & 0x3fffu) != 0);
             uint32_t dist = max_sum - (((d >> 16) & 7u) + ((w >> 16) & 7u));
             uint32_t keep = en & (dist < 8u);            /* shifts of 32 and more give 0 */
-            int32_t p = nvsim_booth_product((d ^ w) >> 31, w & 0x3fffu, d & 0x3fffu,
+            int32_t p = nvsim_booth_product((d ^ w) >> 31, wt_masks[i], d & 0x3fffu,
                                             (dist << 2) & 31u);
             total += (int64_t)(p & (int32_t)(0u - keep));
         }
@@ -850,9 +868,11 @@ cdef extern from *:
         return total;
     }
     """
-    int32_t nvsim_booth_product(uint32_t negative, uint32_t w_mant, uint32_t d,
+    uint32_t nvsim_booth_masks(uint32_t w_mant) nogil
+    int32_t nvsim_booth_product(uint32_t negative, uint32_t masks, uint32_t d,
                                 uint32_t shift) nogil
-    int64_t nvsim_cmac_fp16_cell(const uint32_t *dat, const uint32_t *wt, int n, int *exponent,
+    int64_t nvsim_cmac_fp16_cell(const uint32_t *dat, const uint32_t *wt,
+                                 const uint32_t *wt_masks, int n, int *exponent,
                                  uint32_t *flags) nogil
 
 
@@ -862,14 +882,21 @@ cdef inline int32_t cmac_fp16_booth_fast(uint32_t negative, uint32_t wt_mant, ui
     tree, the two vectors truncated separately."""
     if shift >= 32:
         return 0
-    return nvsim_booth_product(negative, wt_mant, dat_mant, shift)
+    return nvsim_booth_product(negative, nvsim_booth_masks(wt_mant), dat_mant, shift)
+
+
+cdef inline uint32_t cmac_fp16_booth_masks(uint32_t wt_operand) noexcept nogil:
+    """A decoded weight's Booth digits as the masks cmac_fp16_dot_fast takes (one per weight,
+    computed once per layer)."""
+    return nvsim_booth_masks(wt_operand & 0x3fff)
 
 
 cdef inline uint64_t cmac_fp16_dot_fast(const uint32_t *dat, const uint32_t *wt,
-                                        const uint16_t *dat_bits, const uint16_t *wt_bits,
-                                        int n) noexcept nogil:
-    """cmac_fp16_dot on operands decoded by cmac_fp16_operand (dat_bits / wt_bits: the same
-    elements as fp16 patterns, read only when one is a NaN).  A channel with a zero operand is
+                                        const uint32_t *wt_masks, const uint16_t *dat_bits,
+                                        const uint16_t *wt_bits, int n) noexcept nogil:
+    """cmac_fp16_dot on operands decoded by cmac_fp16_operand, wt_masks[i] =
+    cmac_fp16_booth_masks(wt[i]) (dat_bits / wt_bits: the same elements as fp16 patterns, read
+    only when one is a NaN).  A channel with a zero operand is
     masked off, as the CSC does."""
     cdef int i, exponent = 0
     cdef uint32_t flags = 0
@@ -877,7 +904,7 @@ cdef inline uint64_t cmac_fp16_dot_fast(const uint32_t *dat, const uint32_t *wt,
     cdef uint8_t enable[64]
     if n > 64:
         n = 64
-    total = nvsim_cmac_fp16_cell(dat, wt, n, &exponent, &flags)
+    total = nvsim_cmac_fp16_cell(dat, wt, wt_masks, n, &exponent, &flags)
     if flags & (<uint32_t>1 << 30):           # a NaN: the reference cell (rare)
         for i in range(n):
             enable[i] = (dat_bits[i] & 0x7fff) != 0 and (wt_bits[i] & 0x7fff) != 0
