@@ -21,4 +21,7 @@ def build_units(engine: "Engine") -> dict[str, Unit]:
     if engine.hw.features.bdma:
         from .bdma import Bdma
         classes.append(Bdma)
+    if engine.hw.features.rubik:
+        from .rubik import Rubik
+        classes.append(Rubik)
     return {cls.block: cls(engine) for cls in classes}
