@@ -37,7 +37,7 @@ class RunReport:
     def output_sqnr(self) -> dict[str, float]:
         """SQNR (dB) of each network output's DLA result against the float32 reference."""
         from .scenario.reference import sqnr_db
-        return {name: sqnr_db(a["reference"], a["dla"]) for name, a in self.outputs.items()
+        return {name: float(sqnr_db(a["reference"], a["dla"])) for name, a in self.outputs.items()
                 if "reference" in a and "dla" in a}
 
     @property

@@ -152,3 +152,59 @@ def test_import_is_lazy():
     code = "import sys, nvdla_sim; assert 'nvdla_sim.api' not in sys.modules; " \
            "assert 'onnx' not in sys.modules; assert callable(nvdla_sim.run)"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _mutants(seed: int, count: int):
+    """Seeded hostile variants of the small model: nodes dropped, integer constants and attributes
+    changed, inputs rewired."""
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        m = small_model()
+        g = m.graph
+        what = rng.integers(4)
+        if what == 0:
+            del g.node[int(rng.integers(len(g.node)))]
+        elif what == 1:
+            ints = [k for k, t in enumerate(g.initializer) if t.data_type == TensorProto.INT64]
+            k = ints[int(rng.integers(len(ints)))]
+            arr = numpy_helper.to_array(g.initializer[k]).copy()
+            arr[int(rng.integers(arr.size))] = int(rng.choice([-3, -1, 0, 2, 5, 1 << 40]))
+            g.initializer[k].CopyFrom(numpy_helper.from_array(arr, g.initializer[k].name))
+        elif what == 2:
+            nodes = [n for n in g.node if any(a.type == onnx.AttributeProto.INTS for a in n.attribute)]
+            node = nodes[int(rng.integers(len(nodes)))]
+            a = next(a for a in node.attribute if a.type == onnx.AttributeProto.INTS)
+            a.ints[int(rng.integers(len(a.ints)))] = int(rng.choice([-2, 0, 7, 99]))
+        else:
+            node = g.node[int(rng.integers(len(g.node)))]
+            names = [t.name for t in g.initializer] + [n.output[0] for n in g.node]
+            node.input[int(rng.integers(len(node.input)))] = str(rng.choice(names))
+        yield m
+
+
+def test_hostile_models_fail_in_one_line_or_match_onnxruntime():
+    """Every mutant fails with one NvdlaSimError line, or imports and then computes what
+    onnxruntime computes (never a silently different network)."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (a test dependency) is not installed")
+    from nvdla_sim.scenario.reference import run_reference
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    x = RNG.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    failures = compared = 0
+    for m in _mutants(5, 80):
+        try:
+            net, w = import_model(m, "mutant.onnx")
+            ours = run_reference(net, w, x[0])
+        except NvdlaSimError as exc:
+            failures += 1
+            assert "\n" not in str(exc) and str(exc).startswith("mutant.onnx: ")
+            continue
+        try:
+            sess = ort.InferenceSession(m.SerializeToString(), options, providers=["CPUExecutionProvider"])
+            (theirs,) = sess.run(None, {"x": x})
+        except Exception:          # onnxruntime refuses it too: nothing to compare
+            continue
+        got = ours[net.onnx_outputs[m.graph.output[0].name]]
+        np.testing.assert_allclose(got.reshape(theirs.shape), theirs, rtol=1e-3, atol=1e-5)
+        compared += 1
+    assert failures > 10 and compared > 5

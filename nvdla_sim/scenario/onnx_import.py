@@ -16,6 +16,7 @@ symbolic).  Tensor names become op names.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -199,9 +200,17 @@ class _Importer:
         dil = tuple(a.get("dilations", (1, 1)))
         src, extra = self.unpad(ins[0])
         x = self.net.shapes[src]
+        group = int(a.get("group", 1))
+        if group < 1 or w.shape[1] * group != x.c or k % group:
+            raise self.fail(node, f"weights {list(w.shape)} with group {group} do not fit a "
+                                  f"{x.c}-channel input")
+        if b is not None and b.size != k:
+            raise self.fail(node, f"bias of {b.size} values for {k} output channels")
+        if "kernel_shape" in a and tuple(a["kernel_shape"]) != (r, s):
+            raise self.fail(node, f"kernel_shape {list(a['kernel_shape'])} differs from the weights' {[r, s]}")
         pads = self._pads(node, a, self._padded_shape(x, extra), (r, s), stride, dil)
         pads = tuple(p + e for p, e in zip(pads, extra))
-        self.net.conv(out, src, int(k), (int(r), int(s)), stride, pads, dil, int(a.get("group", 1)),
+        self.net.conv(out, src, int(k), (int(r), int(s)), stride, pads, dil, group,
                       bias=b is not None)
         self.weights[out] = {"weight": w.astype(np.float32),
                              "bias": (b if b is not None else np.zeros(k)).astype(np.float32)}
@@ -338,13 +347,19 @@ class _Importer:
         x = next(i for i in ins if i not in self.consts)
         x_onnx = next(i for i in node.input if i and self.src(i) == x)
         v = self.consts[consts[0]].astype(np.float32)
-        c = self.net.shapes[x].c
-        if v.size == 1:
+        xs = self.net.shapes[x]
+        c = xs.c
+        # ONNX broadcasting aligns shapes on the right: per-channel only if every axis but the
+        # channel axis (1 of [1, C, H, W], or the last of a flat [1, C]) is 1.
+        rank = len(self.dims.get(x_onnx) or ((1, c, xs.h, xs.w) if xs.h * xs.w > 1 else (1, c)))
+        vshape = (1,) * (rank - v.ndim) + tuple(v.shape) if v.ndim <= rank else None
+        if v.size == 1 and vshape is not None:
             v = np.full(c, float(v.reshape(-1)[0]), np.float32)
-        elif v.size == c and (v.ndim == 1 or v.shape[-2:] == (1, 1) or v.ndim == 4 and v.shape[1] == c):
+        elif vshape is not None and vshape[1] == c and all(d == 1 for k, d in enumerate(vshape) if k != 1):
             v = v.reshape(-1)
         else:
-            raise self.fail(node, f"a constant of shape {v.shape} (per-channel or scalar only)")
+            raise self.fail(node, f"a constant of shape {list(v.shape)} against a rank-{rank} "
+                                  f"{c}-channel tensor (per-channel or scalar only)")
         if op == "Sub":
             if ins[0] in self.consts:
                 raise self.fail(node, "constant minus tensor is not supported")
@@ -402,7 +417,7 @@ class _Importer:
             shape = [int(v) for v in np.asarray(shape).reshape(-1)]
             if not a.get("allowzero", 0):
                 shape = [in_dims[k] if v == 0 and k < len(in_dims) else v for k, v in enumerate(shape)]
-            return tuple(np.empty(in_dims, np.bool_).reshape(shape).shape)
+            return self._reshaped(node, in_dims, shape)
         axes = self.const(ins[1]) if len(ins) > 1 else np.asarray(a.get("axes", []), np.int64)
         if axes is None:
             raise self.fail(node, "the axes must be a constant")
@@ -417,6 +432,20 @@ class _Importer:
         for v in axes:
             dims.insert(v, 1)
         return tuple(dims)
+
+    def _reshaped(self, node, in_dims, shape: list[int]) -> tuple[int, ...]:
+        """ONNX Reshape's output shape (one -1 inferred), checked without allocating anything."""
+        total = math.prod(in_dims)
+        if shape.count(-1) > 1 or any(v < -1 for v in shape):
+            raise self.fail(node, f"target shape {shape} (at most one -1, no other negatives)")
+        known = math.prod(v for v in shape if v != -1)
+        if -1 in shape:
+            if known == 0 or total % known:
+                raise self.fail(node, f"cannot reshape {list(in_dims)} to {shape}")
+            shape = [total // known if v == -1 else v for v in shape]
+        if math.prod(shape) != total:
+            raise self.fail(node, f"cannot reshape {list(in_dims)} ({total} elements) to {shape}")
+        return tuple(shape)
 
     def view(self, node, op, a, ins, out) -> None:
         """Reshape-like nodes on activations: layout-preserving views, flattens, channel shuffles."""
