@@ -19,8 +19,8 @@ Rounding is half away from zero everywhere.  Field widths come from the register
                          offset); DATOUT offset 32 / scale 16 / shifter 6 bits
 
 A multiplier r is held as scale / 2^shift with the largest shift whose scale still fits, i.e.
-at least 14 significant bits when r is representable at all (compiler.emit.fixed_multiplier's
-rule, reimplemented here with the field widths as parameters so every stage shares it).  The
+at least 14 significant bits when r is representable at all (one rule, with the field widths as
+parameters, that every stage and the compiler share).  The
 expected quantisation error of a stage is its output rounding (RMS 1/sqrt(12) LSB, at most 0.5)
 plus the multiplier's relative error times the largest output.  A warning names every setting
 that saturates the largest expected input or cannot represent the ratio.
