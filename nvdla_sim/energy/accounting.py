@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..compiler.hwlayers import HwLayer, HwPlan, LayerTiming
 from ..timing.conv import csc_geometry
 from .model import COMPONENTS, EnergyModel, component_of, event_key
@@ -32,7 +34,8 @@ from .model import COMPONENTS, EnergyModel, component_of, event_key
 
 def _add(d: dict, key: str, v: float) -> None:
     if v:
-        d[key] = d.get(key, 0) + v
+        # counts end up in report.json: keep them plain Python numbers (shapes may be numpy)
+        d[key] = d.get(key, 0) + (v.item() if isinstance(v, np.generic) else v)
 
 
 def layer_dtype(plan: HwPlan, layer: HwLayer):
