@@ -119,7 +119,7 @@ def test_until_never_satisfied_is_a_deadlock_report(tmp_path, capsys):
     folder = _write(tmp_path, "write_reg 0xffff0001 0x0\nuntil 0xffff0003 0x00000010\n")
     start = time.perf_counter()
     err = _one_line_error(folder, capsys)
-    assert time.perf_counter() - start < 5
+    assert time.perf_counter() - start < 30     # a deadlock report, not a hang
     assert "input.txn:2:" in err and "deadlock" in err and "PDP0" in err
 
 
