@@ -171,6 +171,14 @@ class Tracker:
         self._open[kind] = [start, end, label]
 
     def busy(self, start: float, end: float, label: str = "busy") -> None:
+        # `span("busy", ...)` written out: called once per token of every process
+        if end <= start:
+            return
+        cur = self._open.get("busy")
+        if cur is not None and cur[2] == label and start <= cur[1] + 1e-9:
+            if end > cur[1]:
+                cur[1] = end
+            return
         self.span("busy", start, end, label)
 
     def stall(self, start: float, end: float, label: str) -> None:
