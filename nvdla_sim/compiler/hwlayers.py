@@ -226,6 +226,17 @@ class HwLayer:
         return f"{self.name:<28} {self.kind:<4} {io} -> {out}{extra}"
 
 
+def _runs(layout: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """A channel layout with adjacent runs merged (two spellings of one mapping compare equal)."""
+    out: list[tuple[int, int, int]] = []
+    for lo, so, n in sorted(layout):
+        if out and out[-1][0] + out[-1][2] == lo and out[-1][1] + out[-1][2] == so:
+            out[-1] = (out[-1][0], out[-1][1], out[-1][2] + n)
+        else:
+            out.append((lo, so, n))
+    return out
+
+
 def _root(tensors: dict[str, Tensor], name: str) -> tuple[str, int]:
     t = tensors[name]
     offset = 0
@@ -362,15 +373,55 @@ class _Builder:
         for op in net.ops:
             self.tensors[op.name] = Tensor(op.name, net.shapes[op.name])
         # Layouts flow in op order: concat places its inputs, shape-preserving ops copy their input's.
+        self._ops = {op.name: op for op in net.ops}
         for op in net.ops:
             t = self.tensors[op.name]
-            src = self.tensors[op.inputs[0]]
             if op.kind == "concat" and self.support.on_dla(op.name):
                 self._place_concat(op)
-            elif op.kind in ("pool", "lrn") + SDP_KINDS and src.has_holes:
-                t.layout, t.stored_channels = list(src.layout), src.stored_channels
             elif op.kind == "flatten" and self.support.on_dla(op.name):
                 t.alias_of, t.materialised = op.inputs[0], False
+        # An element-wise op reads its operands at the same stored channels as it writes (the SDP
+        # streams both cubes surface by surface), so its inputs and output share one layout: an
+        # operand with holes (a concatenation off the atom) lays out the other operand's producers
+        # the same way.  Relaying out a tensor reruns the propagation, hence the loop.
+        changed = True
+        while changed:
+            changed = False
+            for op in net.ops:
+                if op.kind not in ("pool", "lrn") + SDP_KINDS or not self.support.on_dla(op.name):
+                    continue
+                t = self.tensors[op.name]
+                inputs = op.inputs if op.kind in ELEMENTWISE else op.inputs[:1]
+                holed = [self.tensors[i] for i in inputs if self.tensors[i].has_holes]
+                if not holed:
+                    continue
+                layout = holed[0].layout
+                if op.kind in ELEMENTWISE:
+                    for i in inputs:
+                        changed |= self._relayout(i, layout, op)
+                if _runs(t.layout) != _runs(layout):
+                    t.layout, t.stored_channels = list(layout), max(s + n for _, s, n in layout)
+                    changed = True
+
+    def _relayout(self, name: str, layout: list, reader: Op) -> bool:
+        """Give tensor `name` the channel `layout` (its producer writes holes there); False when it
+        has it already.  Raises when its producer cannot (network input, concatenation, GPU op)."""
+        t = self.tensors[name]
+        if _runs(t.layout) == _runs(layout):
+            return False
+        op = self._ops.get(name)
+        if op is None or t.alias_of is not None or t.has_holes or op.kind not in ("conv", "fc", "pool", "lrn") \
+                + SDP_KINDS or not self.support.on_dla(name) or t.shape.c != sum(n for *_, n in layout):
+            raise NvdlaSimError(
+                f"layer '{reader.name}': operands '{reader.inputs[0]}' and '{reader.inputs[1]}' are "
+                f"stored with different channel layouts (a concatenation part starts off the "
+                f"{self.atom}-channel atom) and '{name}' cannot be written in the other's layout; "
+                "an element-wise op reads both at the same stored channels")
+        if op.kind not in ("conv", "fc"):
+            for i in (op.inputs if op.kind in ELEMENTWISE else op.inputs[:1]):
+                self._relayout(i, layout, op)
+        t.layout, t.stored_channels = list(layout), max(s + n for _, s, n in layout)
+        return True
 
     def _place_concat(self, op: Op) -> None:
         buf = self.tensors[op.name]
@@ -591,6 +642,16 @@ class _Builder:
     def _emit_chain(self, ch: _Chain) -> None:
         row = self._row(ch.anchor.name)
         sdp_end = ch.pool.inputs[0] if ch.pool is not None else ch.end
+        layout = self.tensors[sdp_end].layout
+        reads = [p.operand_tensor for p in ch.post if p.operand_tensor is not None]
+        if ch.anchor.kind not in ("conv", "fc"):
+            reads.append(ch.main_input)
+        for name in reads:
+            if _runs(self.tensors[name].layout) != _runs(layout):   # make_tensors matched them
+                raise NvdlaSimError(f"layer '{ch.anchor.name}': SDP input '{name}' and output "
+                                    f"'{sdp_end}' have different channel layouts (concatenation "
+                                    "parts off the atom); the SDP reads and writes the same "
+                                    "stored channels")
         for p in ch.post:
             if p.operand_tensor is not None:
                 p.operand = self.ref(p.operand_tensor)
