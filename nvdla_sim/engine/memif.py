@@ -154,6 +154,7 @@ class MemoryInterface:
         self.width_bytes = width_bytes
         # The DLA's own burst limit (nv_small: single-beat requests) and the memory's.
         self.burst_beats = min(b for b in (profile.max_burst_beats, max_burst_beats) if b)
+        self._burst_bytes = width_bytes * self.burst_beats
         self.outstanding_limits = [o for o in (profile.max_outstanding_reads,
                                                max_outstanding_reads) if o]
         cap = profile.bytes_per_cycle_cap(clock_mhz)
@@ -183,7 +184,7 @@ class MemoryInterface:
         order as the formulas of the module doc.)"""
         p = self.profile
         now = self.env._now
-        n_req = requests or self.requests(nbytes)
+        n_req = requests or max(1, -(-nbytes // self._burst_bytes))     # self.requests(nbytes)
         data_cycles = nbytes / self.bus_bytes_per_cycle
         req_cycles = data_cycles / n_req
         read = direction == "read"
