@@ -9,6 +9,7 @@ For ResNet-50 (INT8) on nv_large, nv_small_256 and nv_small prints, each a media
 - `sim`: seconds inside the simulation (lower_and_run: the engine's events, in-process), its CPU
   seconds, SimPy events per run, simulated cycles and cycles per wall second;
 - on nv_large also values+timing (whole command).
+NVDLA_SIM_ROOT=DIR times the checkout in DIR instead (e.g. an older commit's copy).
 `--quick`: one run each and no values+timing run.  No targets are asserted here (no timed unit
 tests); docs/performance.md records the figures.
 """
@@ -23,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(os.environ.get("NVDLA_SIM_ROOT", Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(ROOT))     # NVDLA_SIM_ROOT: time another checkout (a "before" copy)
 PRESETS = ("nv_large", "nv_small_256", "nv_small")
 
 
