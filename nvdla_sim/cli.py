@@ -252,12 +252,10 @@ def cmd_compile(args) -> int:
         print(f"{path}: VP capture form, no data (replay: nvdla-sim replay {path.parent} "
               f"--project {scn.hardware.name})")
     elif args.emit_cfg:
-        from .compiler.lower import emit_trace
+        from .compiler.lower import emit_summary, emit_trace
         path, result = emit_trace(prep.plan, context(prep), args.emit_cfg, scn.name,
                                   scn.memory.dram, args.emit_format)
-        crcs = [c for c in result.checks if c.kind == "crc"]
-        print(f"{path}: {len(crcs)} check_crc values from the simulator, {result.cycles:.0f} cycles "
-              f"(replay: nvdla-sim replay {path.parent} --project {scn.hardware.name})")
+        print(emit_summary(path, result, scn.hardware.name))
     return 0
 
 

@@ -181,10 +181,12 @@ def plan_pdp(hw: HardwareConfig, layer: PdpLayer, in_shape: tuple[int, int, int]
                             f"than the kernel ({kh}, {kw})")
     pad_right = (out_w - 1) * sw + kw - (in_w + pad_left)
     pad_bottom = (out_h - 1) * sh + kh - (in_h + pad_top)
-    if pad_right < 0:       # the last window ends before the input does: read less
-        in_w, pad_right = in_w + pad_right, 0
+    # The last window ends before the input does: an off-line PDP reads less; a PDP fed on the
+    # fly takes the SDP's whole cube (its input registers must match it) and leaves the rest unused.
+    if pad_right < 0:
+        in_w, pad_right = in_w + (0 if flying else pad_right), 0
     if pad_bottom < 0:
-        in_h, pad_bottom = in_h + pad_bottom, 0
+        in_h, pad_bottom = in_h + (0 if flying else pad_bottom), 0
     if pad_right > min(MAX_PAD, kw - 1) or pad_bottom > min(MAX_PAD, kh - 1):
         raise NvdlaSimError(f"{layer.name}: output {out_h}x{out_w} needs bottom/right padding "
                             f"({pad_bottom}, {pad_right}); at most {MAX_PAD} and below the kernel")

@@ -15,7 +15,8 @@ Each op that cannot run gets reason strings; the scenario then either runs it as
 - element-wise sum, product, max, min of equal shapes;
 - concatenation along channels with at least two inputs;
 - reshape/flatten only in front of fully connected layers (other layouts need a copy);
-- softmax: no engine for it in NVDLA v1/v2.
+- softmax: no engine for it in NVDLA v1/v2;
+- channel shuffle: a channel permutation, which only Rubik could do (not modelled).
 """
 from __future__ import annotations
 
@@ -127,6 +128,9 @@ def check_support(net: Network, hw: HardwareConfig) -> SupportReport:
                                "(the DLA would need a layout copy)")
         elif k == "softmax":
             reasons.append("softmax: NVDLA has no engine for it")
+        elif k == "shuffle":
+            reasons.append("channel shuffle: NVDLA has no channel permutation outside Rubik "
+                           "(not modelled); it runs on the GPU")
         elif k not in ("relu", "prelu", "batchnorm"):
             reasons.append(f"op kind '{k}' has no DLA mapping")
         if reasons:
