@@ -14,7 +14,9 @@ pass of one NVDLA pipeline, the way the NVDLA compiler fuses them:
 Concatenation is no layer: its inputs are written into one buffer at channel offsets (aligned to
 the atom: `memory_atomic_bytes` bytes, i.e. 32 INT8 or 16 INT16/FP16 channels on nv_full; an
 input whose channel count is not a multiple of the atom leaves a hole of zero channels, and the
-consumers' weights get zero columns there).  Flatten in front of a fully connected layer is no
+consumers' weights get zero columns there).  An element-wise op reads both operands at the
+stored channels it writes, so a holed operand gives the other operand's convolution the same
+holes (refused, one line, when that producer cannot write them).  Flatten in front of a fully connected layer is no
 layer either: the FC becomes a convolution whose kernel covers the whole input.  Grouped convolutions become one conv layer per group when each group's output starts
 on an atom boundary, else one conv with block-diagonal weights.
 
