@@ -25,3 +25,22 @@ def read_yaml(path: Path, what: str = "file") -> Any:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         raise NvdlaSimError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+
+
+def read_profile(spec: "str | Path | dict", folder: Path, kind: str) -> tuple[dict, str]:
+    """The fields of a profile given by name (a YAML file in `folder`), by path or as a mapping,
+    and the 'file: ' prefix its validation errors start with (empty for a mapping).  `kind`
+    ('memory profile', 'host profile') names it in the errors."""
+    if isinstance(spec, dict):
+        return dict(spec), ""
+    names = sorted(p.stem for p in folder.glob("*.yaml"))
+    if str(spec).endswith((".yaml", ".yml")):
+        path = Path(spec)
+    elif str(spec) in names:
+        path = folder / f"{spec}.yaml"
+    else:
+        raise NvdlaSimError(f"unknown {kind} '{spec}' (known: {', '.join(names)})")
+    data = read_yaml(path, kind)
+    if not isinstance(data, dict):
+        raise NvdlaSimError(f"{path}: expected a mapping of {kind} fields")
+    return data, f"{path}: "

@@ -16,7 +16,7 @@ from pathlib import Path
 import simpy
 
 from ..errors import NvdlaSimError
-from ..yaml_file import read_yaml
+from ..yaml_file import read_profile
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "memory_profiles"
 
@@ -68,20 +68,7 @@ def profile_names() -> list[str]:
 
 def load_memory_profile(spec: str | Path | dict) -> MemoryProfile:
     """A profile name, a YAML path, or a mapping (optionally `profile: NAME` plus overrides)."""
-    where = ""
-    if isinstance(spec, dict):
-        data = dict(spec)
-    else:
-        path = Path(spec)
-        if str(spec).endswith((".yaml", ".yml")):
-            where = f"{path}: "
-        elif str(spec) in profile_names():
-            path = PROFILE_DIR / f"{spec}.yaml"
-        else:
-            raise NvdlaSimError(f"unknown memory profile '{spec}' (known: {', '.join(profile_names())})")
-        data = read_yaml(path)
-        if not isinstance(data, dict):
-            raise NvdlaSimError(f"{path}: expected a mapping of profile fields")
+    data, where = read_profile(spec, PROFILE_DIR, "memory profile")
     if "profile" in data:
         base = load_memory_profile(data.pop("profile"))
         data = {**{f.name: getattr(base, f.name) for f in fields(base)}, **data}

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import NvdlaSimError
-from ..yaml_file import read_yaml
+from ..yaml_file import read_profile
 
 PROFILE_DIR = Path(__file__).resolve().parent / "profiles"
 TIMES = ("poll_period", "poll_response", "interrupt_latency", "driver_per_layer",
@@ -71,21 +71,7 @@ def load_host_profile(spec: "str | Path | dict | HostProfile") -> HostProfile:
     """A profile name, a YAML path or a mapping (optionally `profile: NAME` plus overrides)."""
     if isinstance(spec, HostProfile):
         return spec
-    where = ""
-    if isinstance(spec, dict):
-        data = dict(spec)
-    else:
-        path = Path(spec)
-        if str(spec).endswith((".yaml", ".yml")):
-            where = f"{path}: "
-        elif str(spec) in profile_names():
-            path = PROFILE_DIR / f"{spec}.yaml"
-            where = f"{path}: "
-        else:
-            raise NvdlaSimError(f"unknown host profile '{spec}' (known: {', '.join(profile_names())})")
-        data = read_yaml(path, "host profile")
-        if not isinstance(data, dict):
-            raise NvdlaSimError(f"{where}expected a mapping of host profile fields")
+    data, where = read_profile(spec, PROFILE_DIR, "host profile")
     if "profile" in data:
         base = _raw(load_host_profile(data.pop("profile")))
         for key in list(base):          # an override in one unit replaces the base's other unit
