@@ -10,6 +10,34 @@ import yaml
 from .errors import NvdlaSimError
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key given twice in one mapping is an error naming the
+    key and its second line (PyYAML keeps the last value silently)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:          # an unhashable key: PyYAML's own error follows
+                    continue
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        None, None, f"duplicate key '{key}' (first on line {first + 1})",
+                        key_node.start_mark)
+                seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text -> data, refusing duplicate keys (raises yaml.YAMLError or RecursionError)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)
+
+
 def read_yaml(path: Path, what: str = "file") -> Any:
     """The parsed content of `path`; `what` names the file in the not-found message."""
     try:
@@ -20,11 +48,13 @@ def read_yaml(path: Path, what: str = "file") -> Any:
         reason = getattr(exc, "strerror", None) or "not a text file"
         raise NvdlaSimError(f"{path}: cannot read ({reason})") from None
     try:
-        return yaml.safe_load(text)
+        return parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f":{mark.line + 1}" if mark else ""
         raise NvdlaSimError(f"{path}{where}: malformed YAML ({getattr(exc, 'problem', exc)})") from None
+    except RecursionError:
+        raise NvdlaSimError(f"{path}: YAML nested too deeply") from None
 
 
 def read_profile(spec: "str | Path | dict", folder: Path, kind: str) -> tuple[dict, str]:

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..compiler.network import Network, Shape
+from ..compiler.support import MAX_DIM
 from ..errors import NvdlaSimError
 from .weights import Weights, batchnorm_affine
 
@@ -34,6 +35,25 @@ def _onnx():
         raise NvdlaSimError("ONNX import needs the 'onnx' package: pip install 'nvdla-sim[onnx]' "
                             "(or pip install onnx)") from None
     return onnx, numpy_helper
+
+
+# The attributes each supported node may carry: any other is refused rather than ignored (a
+# silently ignored attribute would compute something else than the model says).
+_POOL_ATTRS = {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"}
+KNOWN_ATTRS: dict[str, set[str]] = {
+    "Constant": {"value"}, "Dropout": {"ratio", "seed", "is_test"}, "Identity": set(), "Sum": set(),
+    "Pad": {"mode", "pads", "value"}, "Transpose": {"perm"},
+    "Conv": {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"},
+    "Gemm": {"alpha", "beta", "transA", "transB"}, "MatMul": set(),
+    "Relu": set(), "LeakyRelu": {"alpha"}, "PRelu": set(), "Clip": {"min", "max"},
+    "Sigmoid": set(), "Tanh": set(), "Softmax": {"axis"},
+    "MaxPool": _POOL_ATTRS | {"storage_order"}, "AveragePool": _POOL_ATTRS | {"count_include_pad"},
+    "GlobalAveragePool": set(), "GlobalMaxPool": set(),
+    "BatchNormalization": {"epsilon", "momentum", "training_mode", "spatial", "is_test"},
+    "Add": set(), "Mul": set(), "Sub": set(), "Max": set(), "Min": set(), "Concat": {"axis"},
+    "LRN": {"alpha", "beta", "bias", "size"},
+    "Flatten": {"axis"}, "Reshape": {"allowzero"}, "Squeeze": {"axes"}, "Unsqueeze": {"axes"},
+}
 
 
 class _Importer:
@@ -56,6 +76,7 @@ class _Importer:
                 self.uses[i] = self.uses.get(i, 0) + 1
         for o in self.graph.output:
             self.uses[o.name] = self.uses.get(o.name, 0) + 1
+        self.checked: set[str] = set()            # ops whose weights were checked finite
         self.padded: dict[str, tuple[str, tuple[int, int, int, int]]] = {}   # Pad output -> (src, pads)
         self.grouped: dict[str, tuple[str, int, bool]] = {}   # 5-D view -> (src, groups, transposed)
 
@@ -64,7 +85,25 @@ class _Importer:
         return NvdlaSimError(f"{self.where}: node '{label}' ({node.op_type}): {message}")
 
     def attrs(self, node) -> dict:
-        return {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
+        a = {x.name: self.onnx.helper.get_attribute_value(x) for x in node.attribute}
+        known = KNOWN_ATTRS.get(node.op_type)
+        if known is not None:
+            for name in sorted(set(a) - known):
+                raise self.fail(node, f"attribute '{name}' is not modelled (the importer reads "
+                                      f"{', '.join(sorted(known)) or 'none'})")
+        for name, v in a.items():
+            if isinstance(v, float) and not math.isfinite(v):
+                raise self.fail(node, f"attribute {name}={v} is not a finite number")
+        return a
+
+    def ints(self, node, a: dict, key: str, default: tuple[int, ...], minimum: int) -> tuple[int, ...]:
+        """A 2-D window attribute (kernel_shape, strides, dilations: 2 values; pads: 4), checked."""
+        v = tuple(int(x) for x in a.get(key, default))
+        if len(v) != len(default):
+            raise self.fail(node, f"{key} {list(v)}: expected {len(default)} values (2-D only)")
+        if min(v) < minimum:
+            raise self.fail(node, f"{key} {list(v)}: every value must be >= {minimum}")
+        return v
 
     def src(self, name: str) -> str:
         while name in self.alias:
@@ -82,9 +121,12 @@ class _Importer:
         inp = inputs[0]
         dims = [d.dim_value if d.HasField("dim_value") else None
                 for d in inp.type.tensor_type.shape.dim]
-        if len(dims) == 4 and dims[0] in (None, 1) and all(dims[1:]):
+        if len(dims) == 4 and dims[0] in (None, 1) and all(d and d > 0 for d in dims[1:]):
             shape = Shape(*dims[1:])
-        elif len(dims) == 2 and dims[0] in (None, 1) and dims[1]:
+            if max(dims[1:]) > MAX_DIM:
+                raise NvdlaSimError(f"{self.where}: input '{inp.name}' has shape {dims}: above "
+                                    f"{MAX_DIM}, NVDLA's largest cube dimension")
+        elif len(dims) == 2 and dims[0] in (None, 1) and dims[1] and 0 < dims[1] <= MAX_DIM ** 2:
             shape = Shape(dims[1], 1, 1)
         else:
             raise NvdlaSimError(f"{self.where}: input '{inp.name}' has shape {dims}; expected "
@@ -93,6 +135,12 @@ class _Importer:
         self.net = Network(name, inp.name, shape)
         for node in self.graph.node:
             self.node(node)
+            for name, params in self.weights.items():
+                if name not in self.checked:
+                    self.checked.add(name)
+                    for key, v in params.items():
+                        if not np.all(np.isfinite(v)):
+                            raise self.fail(node, f"its {key} holds NaN or infinite values")
         outs = [self.src(o.name) for o in self.graph.output]
         missing = [o for o in outs if o not in self.net.shapes]
         if missing:
@@ -152,6 +200,11 @@ class _Importer:
                     lo = float(self.consts[ins[1]])
                 if len(ins) > 2 and ins[2] in self.consts:
                     hi = float(self.consts[ins[2]])
+                for bound in (lo, hi):
+                    if bound is not None and not math.isfinite(bound):
+                        raise self.fail(node, f"bound {bound} is not a finite number")
+                if lo is not None and hi is not None and lo > hi:
+                    raise self.fail(node, f"min {lo:g} exceeds max {hi:g}")
                 net.add("clip", out, ins[0], min=lo, max=hi)
             elif op in ("Sigmoid", "Tanh"):
                 net.add(op.lower(), out, ins[0])
@@ -163,12 +216,16 @@ class _Importer:
                 s = net.shapes[ins[0]]
                 net.pool(out, ins[0], "avg" if "Average" in op else "max", (s.h, s.w), (s.h, s.w))
             elif op == "BatchNormalization":
-                if any(o for o in node.output[1:]):
+                if any(o for o in node.output[1:]) or a.get("training_mode", 0):
                     raise self.fail(node, "training-mode outputs (running mean/variance) are not supported")
                 gamma, beta, mean, var = (self.const(i) for i in ins[1:5])
                 if any(v is None for v in (gamma, beta, mean, var)):
                     raise self.fail(node, "scale, bias, mean and variance must be constants")
-                scale, bias = batchnorm_affine(gamma, beta, mean, var, float(a.get("epsilon", 1e-5)))
+                eps = float(a.get("epsilon", 1e-5))
+                if np.any(np.asarray(var, np.float64) + eps <= 0):
+                    raise self.fail(node, "variance + epsilon must be > 0 (a negative variance "
+                                          "has no square root)")
+                scale, bias = batchnorm_affine(gamma, beta, mean, var, eps)
                 net.add("batchnorm", out, ins[0])
                 self.weights[out] = {"scale": scale, "bias": bias}
             elif op in ("Add", "Mul", "Sub", "Max", "Min"):
@@ -179,16 +236,23 @@ class _Importer:
                     raise self.fail(node, f"concatenation along axis {axis} (only channels, axis 1)")
                 net.add("concat", out, ins)
             elif op == "LRN":
+                if int(a["size"]) < 1:
+                    raise self.fail(node, f"size {a['size']}: must be >= 1")
                 net.add("lrn", out, ins[0], size=int(a["size"]), alpha=float(a.get("alpha", 1e-4)),
                         beta=float(a.get("beta", 0.75)), k=float(a.get("bias", 1.0)))
             elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
                 self.view(node, op, a, ins, out)
             else:
                 raise self.fail(node, "not supported by the importer")
-        except ValueError as exc:
+        except (ValueError, ZeroDivisionError) as exc:
             raise self.fail(node, str(exc)) from None
         except KeyError as exc:
             raise self.fail(node, f"missing {exc}") from None
+        for name in node.output:
+            s = net.shapes.get(name)
+            if s is not None and (min(s.c, s.h, s.w) <= 0 or max(s.h, s.w) > MAX_DIM):
+                raise self.fail(node, f"output {s.c}x{s.h}x{s.w} (every tensor needs a height "
+                                      f"and width in 1..{MAX_DIM}, NVDLA's largest cube dimension)")
 
     def conv(self, node, a, ins, out) -> None:
         w = self.const(ins[1])
@@ -196,8 +260,8 @@ class _Importer:
             raise self.fail(node, "weights must be a 4-D constant (2-D convolution)")
         b = self.const(ins[2]) if len(ins) > 2 else None
         k, _, r, s = w.shape
-        stride = tuple(a.get("strides", (1, 1)))
-        dil = tuple(a.get("dilations", (1, 1)))
+        stride = self.ints(node, a, "strides", (1, 1), 1)
+        dil = self.ints(node, a, "dilations", (1, 1), 1)
         src, extra = self.unpad(ins[0])
         x = self.net.shapes[src]
         group = int(a.get("group", 1))
@@ -218,8 +282,10 @@ class _Importer:
     def _pads(self, node, a, x: Shape, kernel, stride, dil) -> tuple[int, int, int, int]:
         auto = a.get("auto_pad", b"NOTSET")
         auto = auto.decode() if isinstance(auto, bytes) else auto
+        if auto not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+            raise self.fail(node, f"auto_pad {auto!r} (NOTSET, VALID, SAME_UPPER or SAME_LOWER)")
         if auto in ("NOTSET", "VALID"):
-            p = list(a.get("pads", (0, 0, 0, 0))) if auto == "NOTSET" else [0, 0, 0, 0]
+            p = self.ints(node, a, "pads", (0, 0, 0, 0), 0) if auto == "NOTSET" else [0, 0, 0, 0]
             return (int(p[0]), int(p[1]), int(p[2]), int(p[3]))
         pads = []
         for size, k, st, d in ((x.h, kernel[0], stride[0], dil[0]), (x.w, kernel[1], stride[1], dil[1])):
@@ -233,7 +299,8 @@ class _Importer:
         kernel = tuple(int(v) for v in a["kernel_shape"])
         if len(kernel) != 2:
             raise self.fail(node, f"{len(kernel)}-D pooling (only 2-D)")
-        stride = tuple(int(v) for v in a.get("strides", (1, 1)))
+        kernel = self.ints(node, a, "kernel_shape", (1, 1), 1)
+        stride = self.ints(node, a, "strides", (1, 1), 1)
         if any(int(d) != 1 for d in a.get("dilations", (1, 1))):
             raise self.fail(node, f"pooling dilations {list(a['dilations'])} (only 1)")
         if a.get("storage_order", 0):

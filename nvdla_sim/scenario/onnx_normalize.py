@@ -54,14 +54,47 @@ def check_versions(model, where: str) -> int:
     if not MIN_IR <= ir <= newest:
         raise NvdlaSimError(f"{where}: IR version {ir} (accepted: {MIN_IR} to {newest})")
     opset = _default_opset(model)
-    if opset < MIN_OPSET:
-        raise NvdlaSimError(f"{where}: opset {opset} (accepted: {MIN_OPSET} to {MAX_OPSET})")
+    known = int(onnx.defs.onnx_opset_version())      # the newest opset the installed onnx knows
+    if not MIN_OPSET <= opset <= max(known, MAX_OPSET):
+        raise NvdlaSimError(f"{where}: opset {opset} (accepted: {MIN_OPSET} to {MAX_OPSET}; up to "
+                            f"{known}, the installed onnx's newest, converted down to {MAX_OPSET})")
     for node in model.graph.node:
         if node.domain not in ("", "ai.onnx"):
             label = node.name or (node.output[0] if node.output else "?")
             raise NvdlaSimError(f"{where}: node '{label}' ({node.op_type}) is in domain "
                                 f"'{node.domain}' (only the default ONNX domain is supported)")
     return opset
+
+
+def check_model(model, where: str) -> None:
+    """onnx's own checker (structure, attribute types, opset of every node), first line of its
+    complaint.  A model above protobuf's 2 GB limit cannot be checked in memory: skipped."""
+    import onnx
+    # A graph input/output of unknown rank (no shape) is common in hand-built models and harmless
+    # here (shape inference fills it in): give it an unknown shape while the checker runs.
+    unshaped = [vi for vi in list(model.graph.input) + list(model.graph.output)
+                if vi.type.HasField("tensor_type") and not vi.type.tensor_type.HasField("shape")]
+    for vi in unshaped:
+        vi.type.tensor_type.shape.SetInParent()
+    try:
+        if model.ByteSize() < (1 << 31) - 1:
+            onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise NvdlaSimError(f"{where}: the ONNX checker refuses the model ({first})") from None
+    finally:
+        for vi in unshaped:
+            vi.type.tensor_type.ClearField("shape")
+
+
+def _initializer(t, where: str) -> np.ndarray:
+    """An initializer's array; a tensor whose dims do not match its data is refused by name."""
+    from onnx import numpy_helper
+    try:
+        return numpy_helper.to_array(t)
+    except Exception as exc:       # ValueError (size), TypeError (data type), protobuf errors
+        raise NvdlaSimError(f"{where}: initializer '{t.name}' dims {list(t.dims)} do not match "
+                            f"its data ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
 
 
 def _static_shapes(model) -> dict[str, tuple[int, ...]]:
@@ -117,6 +150,7 @@ def normalize(model, where: str = "onnx model") -> Normalized:
     from onnx import helper, numpy_helper
 
     opset = check_versions(model, where)
+    check_model(model, where)
     target = CONVERT_BELOW if opset < CONVERT_BELOW else MAX_OPSET if opset > MAX_OPSET else opset
     if target != opset:
         try:
@@ -128,7 +162,7 @@ def normalize(model, where: str = "onnx model") -> Normalized:
                                 f"({type(exc).__name__}: {first})") from None
         opset = target
     g = model.graph
-    consts: dict[str, np.ndarray] = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    consts: dict[str, np.ndarray] = {t.name: _initializer(t, where) for t in g.initializer}
     shapes = _static_shapes(model)
     graph_outputs = {o.name for o in g.output}
     kept, folded = [], []

@@ -6,6 +6,8 @@ Paths inside a scenario (ONNX model, .npy input, .npz weights) are relative to t
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,14 @@ TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision",
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
+
+# Bounds of the user's numbers: beyond them a run is nonsense or cannot fit any machine.
+MAX_DIM = 8192                  # NVDLA's largest cube dimension (13-bit width/height/channel fields)
+MAX_CLOCK_MHZ = 10_000.0
+MAX_GBPS = 100_000.0            # 100 TB/s: above any DRAM or SRAM interface
+MAX_LATENCY_NS = 1e6            # 1 ms per request
+MAX_CVSRAM_BYTES = 1 << 32      # CVSRAM is an on-chip SRAM; 4 GiB is far above any built
+DIM_WHY = f"NVDLA's largest cube dimension is {MAX_DIM}"
 
 class FieldError(NvdlaSimError):
     """A scenario field is wrong; `path` is the dotted field path."""
@@ -108,6 +118,9 @@ class Scenario:
 
     @property
     def dtype(self) -> DataType:
+    batch: int = 1                     # images per inference, one register program (_batch)
+    winograd: str = "off"              # auto / off (compiler/winograd.py); auto default where
+    weight_compression: str = "off"    # the preset has the feature (_feature_mode)
         """The element type every DLA layer runs in."""
         return BY_NAME[self.precision]
 
@@ -132,14 +145,10 @@ def _mapping(value: Any, path: str, known: tuple[str, ...]) -> dict:
     return value
 
 
-def _number(d: dict, key: str, path: str, default=None, *, minimum: float | None = None,
-            exclusive: bool = False, integer: bool = False):
-    where = f"{path}.{key}" if path else key
-    if key not in d or d[key] is None:
-        if default is None:
-            raise FieldError(where, "missing")
-        return default
-    v = d[key]
+def check_number(v: Any, where: str, *, minimum: float | None = None, exclusive: bool = False,
+                 maximum: float | None = None, integer: bool = False, why: str = ""):
+    """A user's number: int or float (never a bool or a string), finite, within the bounds
+    (`why` says where the maximum comes from).  Every numeric field goes through here."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
         raise FieldError(where, f"must be {'an integer' if integer else 'a number'}, got {v!r}")
     if minimum is not None:
@@ -149,13 +158,45 @@ def _number(d: dict, key: str, path: str, default=None, *, minimum: float | None
             raise FieldError(where, f"must be >= {minimum:g}, got {v!r}")
     return v
 
+    if isinstance(v, float) and not math.isfinite(v):
+        raise FieldError(where, f"must be a finite number, got {v!r}")
 
 def _choice(d: dict, key: str, path: str, choices: tuple, default: str) -> str:
     where = f"{path}.{key}" if path else key
     v = d.get(key, default)
     if v not in choices:
+    if maximum is not None and not v <= maximum:
+        limit = int(maximum) if float(maximum).is_integer() else maximum
+        raise FieldError(where, f"must be <= {limit}{f' ({why})' if why else ''}, got {v!r}")
+    return v
+
+
+def _number(d: dict, key: str, path: str, default=None, *, minimum: float | None = None,
+            exclusive: bool = False, integer: bool = False, maximum: float | None = None,
+            why: str = ""):
+    where = f"{path}.{key}" if path else key
+    if key not in d or d[key] is None:
+        if default is None:
+            raise FieldError(where, "missing")
+        return default
+    return check_number(d[key], where, minimum=minimum, exclusive=exclusive, maximum=maximum,
+                        integer=integer, why=why)
+
+
+def check_name(v: Any, where: str) -> str:
+    """A name that becomes a file or folder name (scenario, sweep): printable, no path separator,
+    not '.'/'..', not hidden, at most 128 characters."""
+    if not isinstance(v, str) or not v:
+        raise FieldError(where, f"must be a non-empty string, got {v!r}")
+    if len(v) > 128 or not _NAME.fullmatch(v) or v.startswith(".") or v.startswith("-"):
+        raise FieldError(where, f"{v[:40]!r}{'...' if len(v) > 40 else ''} is not a safe file "
+                                "name (letters, digits, and _ . - + = , only; it names the output "
+                                "files and folder)")
         raise FieldError(where, f"must be one of {', '.join(map(str, choices))}, got {v!r}")
     return v
+
+_NAME = re.compile(r"[A-Za-z0-9_.+=,-]+")
+
 
 
 def _bool(d: dict, key: str, path: str, default: bool) -> bool:
@@ -207,10 +248,13 @@ def _memory(value: Any, hw: HardwareConfig, clock_mhz: float) -> MemorySpec:
         base = load_memory_profile(profile_name)
     except NvdlaSimError as exc:
         raise FieldError("memory.profile", str(exc)) from None
-    dram_gbps = _number(d, "dram_gbps", "memory", 10.0, minimum=0, exclusive=True)
+    dram_gbps = _number(d, "dram_gbps", "memory", 10.0, minimum=0, exclusive=True,
+                        maximum=MAX_GBPS)
     default_latency_ns = float(base.read_latency_cycles)   # profile cycles are at 1 GHz
-    dram_latency_ns = _number(d, "dram_latency_ns", "memory", default_latency_ns, minimum=0)
-    cvsram_bytes = _number(d, "cvsram_bytes", "memory", 0, minimum=0, integer=True)
+    dram_latency_ns = _number(d, "dram_latency_ns", "memory", default_latency_ns, minimum=0,
+                              maximum=MAX_LATENCY_NS)
+    cvsram_bytes = _number(d, "cvsram_bytes", "memory", 0, minimum=0, integer=True,
+                           maximum=MAX_CVSRAM_BYTES, why="CVSRAM is an on-chip SRAM")
     cycles_per_ns = clock_mhz / 1000.0
     dram = replace(base, name=f"{base.name} {dram_gbps:g} GB/s", bandwidth_gbps=float(dram_gbps),
                    read_latency_cycles=dram_latency_ns * cycles_per_ns)
@@ -220,14 +264,17 @@ def _memory(value: Any, hw: HardwareConfig, clock_mhz: float) -> MemorySpec:
         if hw.secondary_memif is None:
             raise FieldError("memory.cvsram_bytes",
                              f"{hw.name} has no secondary memory interface (CVSRAM); use 0")
-        cvsram_gbps = _number(d, "cvsram_gbps", "memory", 25.0, minimum=0, exclusive=True)
-        cvsram_latency = _number(d, "cvsram_latency_ns", "memory", 32.0, minimum=0)
+        cvsram_gbps = _number(d, "cvsram_gbps", "memory", 25.0, minimum=0, exclusive=True,
+                              maximum=MAX_GBPS)
+        cvsram_latency = _number(d, "cvsram_latency_ns", "memory", 32.0, minimum=0,
+                                 maximum=MAX_LATENCY_NS)
         cvsram = replace(base, name=f"cvsram {cvsram_gbps:g} GB/s", bandwidth_gbps=float(cvsram_gbps),
                          read_latency_cycles=cvsram_latency * cycles_per_ns)
     else:
         for key in ("cvsram_gbps", "cvsram_latency_ns"):
             if key in d:
-                _number(d, key, "memory", minimum=0, exclusive=key == "cvsram_gbps")
+                _number(d, key, "memory", minimum=0, exclusive=key == "cvsram_gbps",
+                        maximum=MAX_GBPS if key == "cvsram_gbps" else MAX_LATENCY_NS)
     return MemorySpec(dram, cvsram, int(cvsram_bytes), float(dram_gbps), float(dram_latency_ns),
                       cvsram_gbps, cvsram_latency)
 
@@ -256,17 +303,20 @@ def _network(value: Any, base: Path) -> NetworkSpec:
 
 
 def _int_or_pair(v: Any, where: str, minimum: int = 1) -> tuple[int, int]:
-    if isinstance(v, int) and not isinstance(v, bool) and v >= minimum:
+    if _is_int(v, minimum):
         return (v, v)
-    if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                     and x >= minimum for x in v):
+    if isinstance(v, list) and len(v) == 2 and all(_is_int(x, minimum) for x in v):
         return (v[0], v[1])
-    raise FieldError(where, f"must be an integer >= {minimum} or a [height, width] pair, got {v!r}")
+    raise FieldError(where, f"must be an integer in {minimum}..{MAX_DIM} or a [height, width] "
+                            f"pair of them, got {v!r}")
+def _is_int(x: Any, minimum: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and minimum <= x <= MAX_DIM
+
+
 
 
 def _padding(v: Any, where: str) -> tuple[int, int, int, int]:
-    if isinstance(v, list) and len(v) == 4 and all(isinstance(x, int) and not isinstance(x, bool)
-                                                     and x >= 0 for x in v):
+    if isinstance(v, list) and len(v) == 4 and all(_is_int(x, 0) for x in v):
         return tuple(v)
     h, w = _int_or_pair(v, where, 0)
     return (h, w, h, w)
@@ -279,6 +329,18 @@ LAYER_FIELDS = {
     "lrn": ("size", "alpha", "beta", "k"),
     "add": ("relu",), "mul": (), "max": (), "min": (), "concat": (),
     "relu": (), "sigmoid": (), "tanh": (), "softmax": (), "flatten": (), "batchnorm": (),
+def check_shapes(net: Network, where_of=lambda name: name) -> None:
+    """Every tensor of `net` is non-empty and within NVDLA's cube limits in height and width (a
+    flatten or concatenation may hold more than MAX_DIM channels: those run on the GPU)."""
+    for name, s in net.shapes.items():
+        if min(s.c, s.h, s.w) <= 0:
+            raise FieldError(where_of(name), f"output '{name}' is empty ({s.c}x{s.h}x{s.w}): "
+                                             "the window or kernel is larger than the padded input")
+        if max(s.h, s.w) > MAX_DIM or s.c > MAX_DIM ** 2:
+            raise FieldError(where_of(name), f"output '{name}' is {s.c}x{s.h}x{s.w}, above "
+                                             f"{MAX_DIM} ({DIM_WHY})")
+
+
     "prelu": ("slope",), "leaky_relu": ("alpha",), "clip": ("min", "max"),
 }
 
@@ -286,10 +348,9 @@ LAYER_FIELDS = {
 def parse_layers(d: dict, path: str) -> Network:
     """An explicit layer list -> Network (shapes inferred; errors name network.layers[i].field)."""
     shape = d.get("input")
-    if not (isinstance(shape, list) and len(shape) == 3
-            and all(isinstance(x, int) and not isinstance(x, bool) and x > 0 for x in shape)):
-        raise FieldError(f"{path}.input", f"must be [channels, height, width] of positive integers, "
-                                          f"got {shape!r}")
+    if not (isinstance(shape, list) and len(shape) == 3 and all(_is_int(x, 1) for x in shape)):
+        raise FieldError(f"{path}.input", f"must be [channels, height, width] of integers in "
+                                          f"1..{MAX_DIM} ({DIM_WHY}), got {shape!r}")
     layers = d.get("layers")
     if not isinstance(layers, list) or not layers:
         raise FieldError(f"{path}.layers", "must be a non-empty list of layers")
@@ -324,24 +385,30 @@ def parse_layers(d: dict, path: str) -> Network:
         prev = name
     return net
 
+        if not inputs:
+            raise FieldError(f"{where}.input", f"{kind} needs at least one input, got none")
 
 def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dict, where: str) -> None:
     def get_bool(key, default=False):
         return _bool(layer, key, where, default)
+        check_shapes(net, lambda _: where)
 
     def get_num(key, default=None, **kw):
         return _number(layer, key, where, default, **kw)
 
     if kind == "conv":
-        net.conv(name, inputs[0], get_num("out_channels", integer=True, minimum=1),
+        net.conv(name, inputs[0], get_num("out_channels", integer=True, minimum=1, maximum=MAX_DIM,
+                                          why=DIM_WHY),
                  _int_or_pair(layer.get("kernel"), f"{where}.kernel"),
                  _int_or_pair(layer.get("stride", 1), f"{where}.stride"),
                  _padding(layer.get("pad", 0), f"{where}.pad"),
                  _int_or_pair(layer.get("dilation", 1), f"{where}.dilation"),
-                 get_num("groups", 1, integer=True, minimum=1), get_bool("bias", True),
+                 get_num("groups", 1, integer=True, minimum=1, maximum=MAX_DIM),
+                 get_bool("bias", True),
                  get_bool("relu"), get_bool("batchnorm"))
     elif kind == "fc":
-        net.fc(name, inputs[0], get_num("out_features", integer=True, minimum=1), get_bool("relu"),
+        net.fc(name, inputs[0], get_num("out_features", integer=True, minimum=1, maximum=MAX_DIM,
+                                        why=DIM_WHY), get_bool("relu"),
                get_bool("bias", True))
     elif kind == "pool":
         method = _choice(layer, "method", where, ("max", "avg"), "max")
@@ -355,7 +422,8 @@ def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dic
                 pad=_padding(layer.get("pad", 0), f"{where}.pad"), ceil_mode=get_bool("ceil_mode"),
                 count_include_pad=get_bool("count_include_pad", True))
     elif kind == "lrn":
-        net.add("lrn", name, inputs, size=get_num("size", 5, integer=True, minimum=1),
+        net.add("lrn", name, inputs, size=get_num("size", 5, integer=True, minimum=1,
+                                                   maximum=MAX_DIM),
                 alpha=float(get_num("alpha", 1e-4)), beta=float(get_num("beta", 0.75)),
                 k=float(get_num("k", 1.0)))
     elif kind == "add":
@@ -388,16 +456,44 @@ def _weights(value: Any, base: Path, network: NetworkSpec) -> WeightsSpec:
             raise FieldError("weights", "give either npz or seed, not both")
         return WeightsSpec("npz", path=_file(base, d["npz"], "weights.npz", (".npz",)))
     if network.source == "onnx" and "seed" not in d:
-        return WeightsSpec("model")
-    return WeightsSpec("random", seed=_number(d, "seed", "weights", 0, minimum=0, integer=True))
+        return WeightsSpec("model", **pruning)
+    return WeightsSpec("random", seed=_number(d, "seed", "weights", 0, minimum=0, integer=True),
+                       **pruning)
 
 
-def _quantization(value: Any) -> QuantizationSpec:
-    d = _mapping(value, "quantization", ("calibration", "percentile", "weights"))
+def _pruning(d: dict) -> dict:
+    """weights.sparsity (share of conv/fc weights set to zero, 0 <= s < 1) and weights.pattern
+    (random, or 2:4: two of every four input channels, sparsity 0.5)."""
+    pattern = _choice(d, "pattern", "weights", ("random", "2:4"), "random")
+    sparsity = float(_number(d, "sparsity", "weights", 0.5 if pattern == "2:4" else 0.0,
+                             minimum=0.0))
+    if sparsity >= 1.0:
+        raise FieldError("weights.sparsity", f"must be < 1 (a share of the weights), got {sparsity:g}")
+    if pattern == "2:4" and sparsity != 0.5:
+        raise FieldError("weights.sparsity", f"pattern 2:4 prunes exactly 0.5, got {sparsity:g}")
+    return {"sparsity": sparsity, "pattern": pattern}
+
+
+def _quantization(value: Any, precision: str = "int8") -> QuantizationSpec:
+    from ..lowbit import ROUNDING_MODES
+    d = _mapping(value, "quantization", ("calibration", "percentile", "weights", "weight_bits",
+                                         "activation_bits", "rounding", "seed"))
+    bits = {}
+    for key in ("weight_bits", "activation_bits"):
+        bits[key] = _number(d, key, "quantization", 8, minimum=1, integer=True)
+        if bits[key] > 8:
+            raise FieldError(f"quantization.{key}", f"must be <= 8 (the INT8 container holds at "
+                                                    f"most 8 bits), got {bits[key]!r}")
+        if bits[key] < 8 and precision != "int8":
+            raise FieldError(f"quantization.{key}", f"{bits[key]} bits need precision int8 (the "
+                             f"N-bit codes live in the INT8 container), not {precision}")
     q = QuantizationSpec(
         calibration=_choice(d, "calibration", "quantization", ("max", "percentile"), "max"),
         percentile=float(_number(d, "percentile", "quantization", 99.99, minimum=0, exclusive=True)),
-        weights=_choice(d, "weights", "quantization", ("per_kernel", "per_tensor"), "per_kernel"))
+        weights=_choice(d, "weights", "quantization", ("per_kernel", "per_tensor"), "per_kernel"),
+        weight_bits=bits["weight_bits"], activation_bits=bits["activation_bits"],
+        rounding=_choice(d, "rounding", "quantization", ROUNDING_MODES, "nearest"),
+        seed=_number(d, "seed", "quantization", 0, minimum=0, integer=True))
     if q.percentile > 100:
         raise FieldError("quantization.percentile", f"must be <= 100, got {q.percentile}")
     return q
@@ -482,17 +578,20 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
     if not isinstance(name, str) or not name:
         raise FieldError("name", f"must be a non-empty string, got {name!r}")
     hw = _hardware(d.get("hardware"))
-    clock = float(_number(d, "clock_mhz", "", 1000.0, minimum=0, exclusive=True))
+    clock = float(_number(d, "clock_mhz", "", 1000.0, minimum=0, exclusive=True,
+                          maximum=MAX_CLOCK_MHZ))
     memory = _memory(d.get("memory"), hw, clock)
     network = _network(d.get("network"), base)
     precision, layer_precision = _precisions(d.get("precision", "int8"), hw)
     return Scenario(
         path=None, name=name, hardware=hw, clock_mhz=clock, memory=memory, network=network,
         precision=precision, input=_input(d.get("input"), base),
-        weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization")),
+        weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization"), precision),
         mode=_choice(d, "mode", "", MODES, "values+timing"),
         gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d,
-        layer_precision=layer_precision, host=_host(d.get("host"), base))
+        layer_precision=layer_precision, host=_host(d.get("host"), base), batch=_batch(d, hw),
+        winograd=_feature_mode(d, "winograd", hw, "winograd"),
+        weight_compression=_feature_mode(d, "weight_compression", hw, "weight_compression"))
 
 
 def load_scenario(path: str | Path) -> Scenario:
