@@ -26,7 +26,6 @@ TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision",
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
-
 # Bounds of the user's numbers: beyond them a run is nonsense or cannot fit any machine.
 MAX_DIM = 8192                  # NVDLA's largest cube dimension (13-bit width/height/channel fields)
 MAX_CLOCK_MHZ = 10_000.0
@@ -34,6 +33,7 @@ MAX_GBPS = 100_000.0            # 100 TB/s: above any DRAM or SRAM interface
 MAX_LATENCY_NS = 1e6            # 1 ms per request
 MAX_CVSRAM_BYTES = 1 << 32      # CVSRAM is an on-chip SRAM; 4 GiB is far above any built
 DIM_WHY = f"NVDLA's largest cube dimension is {MAX_DIM}"
+
 
 class FieldError(NvdlaSimError):
     """A scenario field is wrong; `path` is the dotted field path."""
@@ -118,9 +118,6 @@ class Scenario:
 
     @property
     def dtype(self) -> DataType:
-    batch: int = 1                     # images per inference, one register program (_batch)
-    winograd: str = "off"              # auto / off (compiler/winograd.py); auto default where
-    weight_compression: str = "off"    # the preset has the feature (_feature_mode)
         """The element type every DLA layer runs in."""
         return BY_NAME[self.precision]
 
@@ -151,20 +148,13 @@ def check_number(v: Any, where: str, *, minimum: float | None = None, exclusive:
     (`why` says where the maximum comes from).  Every numeric field goes through here."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
         raise FieldError(where, f"must be {'an integer' if integer else 'a number'}, got {v!r}")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise FieldError(where, f"must be a finite number, got {v!r}")
     if minimum is not None:
         if exclusive and not v > minimum:
             raise FieldError(where, f"must be > {minimum:g}, got {v!r}")
         if not exclusive and not v >= minimum:
             raise FieldError(where, f"must be >= {minimum:g}, got {v!r}")
-    return v
-
-    if isinstance(v, float) and not math.isfinite(v):
-        raise FieldError(where, f"must be a finite number, got {v!r}")
-
-def _choice(d: dict, key: str, path: str, choices: tuple, default: str) -> str:
-    where = f"{path}.{key}" if path else key
-    v = d.get(key, default)
-    if v not in choices:
     if maximum is not None and not v <= maximum:
         limit = int(maximum) if float(maximum).is_integer() else maximum
         raise FieldError(where, f"must be <= {limit}{f' ({why})' if why else ''}, got {v!r}")
@@ -192,11 +182,18 @@ def check_name(v: Any, where: str) -> str:
         raise FieldError(where, f"{v[:40]!r}{'...' if len(v) > 40 else ''} is not a safe file "
                                 "name (letters, digits, and _ . - + = , only; it names the output "
                                 "files and folder)")
-        raise FieldError(where, f"must be one of {', '.join(map(str, choices))}, got {v!r}")
     return v
+
 
 _NAME = re.compile(r"[A-Za-z0-9_.+=,-]+")
 
+
+def _choice(d: dict, key: str, path: str, choices: tuple, default: str) -> str:
+    where = f"{path}.{key}" if path else key
+    v = d.get(key, default)
+    if v not in choices:
+        raise FieldError(where, f"must be one of {', '.join(map(str, choices))}, got {v!r}")
+    return v
 
 
 def _bool(d: dict, key: str, path: str, default: bool) -> bool:
@@ -302,6 +299,10 @@ def _network(value: Any, base: Path) -> NetworkSpec:
     return NetworkSpec("layers", net.name, network=net)
 
 
+def _is_int(x: Any, minimum: int) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool) and minimum <= x <= MAX_DIM
+
+
 def _int_or_pair(v: Any, where: str, minimum: int = 1) -> tuple[int, int]:
     if _is_int(v, minimum):
         return (v, v)
@@ -309,10 +310,6 @@ def _int_or_pair(v: Any, where: str, minimum: int = 1) -> tuple[int, int]:
         return (v[0], v[1])
     raise FieldError(where, f"must be an integer in {minimum}..{MAX_DIM} or a [height, width] "
                             f"pair of them, got {v!r}")
-def _is_int(x: Any, minimum: int) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and minimum <= x <= MAX_DIM
-
-
 
 
 def _padding(v: Any, where: str) -> tuple[int, int, int, int]:
@@ -322,13 +319,6 @@ def _padding(v: Any, where: str) -> tuple[int, int, int, int]:
     return (h, w, h, w)
 
 
-LAYER_FIELDS = {
-    "conv": ("out_channels", "kernel", "stride", "pad", "dilation", "groups", "bias", "relu", "batchnorm"),
-    "fc": ("out_features", "relu", "bias"),
-    "pool": ("method", "kernel", "stride", "pad", "ceil_mode", "count_include_pad", "global"),
-    "lrn": ("size", "alpha", "beta", "k"),
-    "add": ("relu",), "mul": (), "max": (), "min": (), "concat": (),
-    "relu": (), "sigmoid": (), "tanh": (), "softmax": (), "flatten": (), "batchnorm": (),
 def check_shapes(net: Network, where_of=lambda name: name) -> None:
     """Every tensor of `net` is non-empty and within NVDLA's cube limits in height and width (a
     flatten or concatenation may hold more than MAX_DIM channels: those run on the GPU)."""
@@ -341,6 +331,13 @@ def check_shapes(net: Network, where_of=lambda name: name) -> None:
                                              f"{MAX_DIM} ({DIM_WHY})")
 
 
+LAYER_FIELDS = {
+    "conv": ("out_channels", "kernel", "stride", "pad", "dilation", "groups", "bias", "relu", "batchnorm"),
+    "fc": ("out_features", "relu", "bias"),
+    "pool": ("method", "kernel", "stride", "pad", "ceil_mode", "count_include_pad", "global"),
+    "lrn": ("size", "alpha", "beta", "k"),
+    "add": ("relu",), "mul": (), "max": (), "min": (), "concat": (),
+    "relu": (), "sigmoid": (), "tanh": (), "softmax": (), "flatten": (), "batchnorm": (),
     "prelu": ("slope",), "leaky_relu": ("alpha",), "clip": ("min", "max"),
 }
 
@@ -378,20 +375,20 @@ def parse_layers(d: dict, path: str) -> Network:
         n_in = {"add": 2, "mul": 2, "max": 2, "min": 2}.get(kind, None if kind == "concat" else 1)
         if n_in is not None and len(inputs) != n_in:
             raise FieldError(f"{where}.input", f"{kind} takes {n_in} input(s), got {len(inputs)}")
+        if not inputs:
+            raise FieldError(f"{where}.input", f"{kind} needs at least one input, got none")
         try:
             _add_layer(net, kind, name, inputs, layer, where)
         except ValueError as exc:
             raise FieldError(where, str(exc)) from None
+        check_shapes(net, lambda _: where)
         prev = name
     return net
 
-        if not inputs:
-            raise FieldError(f"{where}.input", f"{kind} needs at least one input, got none")
 
 def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dict, where: str) -> None:
     def get_bool(key, default=False):
         return _bool(layer, key, where, default)
-        check_shapes(net, lambda _: where)
 
     def get_num(key, default=None, **kw):
         return _number(layer, key, where, default, **kw)
@@ -434,7 +431,10 @@ def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dic
     elif kind == "leaky_relu":
         net.add("prelu", name, inputs, slope=float(get_num("alpha", 0.01)))
     elif kind == "clip":
-        net.add("clip", name, inputs, min=float(get_num("min", 0.0)), max=float(get_num("max")))
+        lo, hi = float(get_num("min", 0.0)), float(get_num("max"))
+        if lo > hi:
+            raise FieldError(f"{where}.min", f"must not exceed max ({hi:g}), got {lo:g}")
+        net.add("clip", name, inputs, min=lo, max=hi)
     else:
         net.add(kind, name, inputs)
 
@@ -456,44 +456,16 @@ def _weights(value: Any, base: Path, network: NetworkSpec) -> WeightsSpec:
             raise FieldError("weights", "give either npz or seed, not both")
         return WeightsSpec("npz", path=_file(base, d["npz"], "weights.npz", (".npz",)))
     if network.source == "onnx" and "seed" not in d:
-        return WeightsSpec("model", **pruning)
-    return WeightsSpec("random", seed=_number(d, "seed", "weights", 0, minimum=0, integer=True),
-                       **pruning)
+        return WeightsSpec("model")
+    return WeightsSpec("random", seed=_number(d, "seed", "weights", 0, minimum=0, integer=True))
 
 
-def _pruning(d: dict) -> dict:
-    """weights.sparsity (share of conv/fc weights set to zero, 0 <= s < 1) and weights.pattern
-    (random, or 2:4: two of every four input channels, sparsity 0.5)."""
-    pattern = _choice(d, "pattern", "weights", ("random", "2:4"), "random")
-    sparsity = float(_number(d, "sparsity", "weights", 0.5 if pattern == "2:4" else 0.0,
-                             minimum=0.0))
-    if sparsity >= 1.0:
-        raise FieldError("weights.sparsity", f"must be < 1 (a share of the weights), got {sparsity:g}")
-    if pattern == "2:4" and sparsity != 0.5:
-        raise FieldError("weights.sparsity", f"pattern 2:4 prunes exactly 0.5, got {sparsity:g}")
-    return {"sparsity": sparsity, "pattern": pattern}
-
-
-def _quantization(value: Any, precision: str = "int8") -> QuantizationSpec:
-    from ..lowbit import ROUNDING_MODES
-    d = _mapping(value, "quantization", ("calibration", "percentile", "weights", "weight_bits",
-                                         "activation_bits", "rounding", "seed"))
-    bits = {}
-    for key in ("weight_bits", "activation_bits"):
-        bits[key] = _number(d, key, "quantization", 8, minimum=1, integer=True)
-        if bits[key] > 8:
-            raise FieldError(f"quantization.{key}", f"must be <= 8 (the INT8 container holds at "
-                                                    f"most 8 bits), got {bits[key]!r}")
-        if bits[key] < 8 and precision != "int8":
-            raise FieldError(f"quantization.{key}", f"{bits[key]} bits need precision int8 (the "
-                             f"N-bit codes live in the INT8 container), not {precision}")
+def _quantization(value: Any) -> QuantizationSpec:
+    d = _mapping(value, "quantization", ("calibration", "percentile", "weights"))
     q = QuantizationSpec(
         calibration=_choice(d, "calibration", "quantization", ("max", "percentile"), "max"),
         percentile=float(_number(d, "percentile", "quantization", 99.99, minimum=0, exclusive=True)),
-        weights=_choice(d, "weights", "quantization", ("per_kernel", "per_tensor"), "per_kernel"),
-        weight_bits=bits["weight_bits"], activation_bits=bits["activation_bits"],
-        rounding=_choice(d, "rounding", "quantization", ROUNDING_MODES, "nearest"),
-        seed=_number(d, "seed", "quantization", 0, minimum=0, integer=True))
+        weights=_choice(d, "weights", "quantization", ("per_kernel", "per_tensor"), "per_kernel"))
     if q.percentile > 100:
         raise FieldError("quantization.percentile", f"must be <= 100, got {q.percentile}")
     return q
@@ -574,9 +546,7 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
     d = _mapping(data, "", TOP_FIELDS)
     if not d:
         raise FieldError("", "empty scenario (needs at least hardware and network)")
-    name = d.get("name", default_name)
-    if not isinstance(name, str) or not name:
-        raise FieldError("name", f"must be a non-empty string, got {name!r}")
+    name = check_name(d.get("name", default_name), "name")
     hw = _hardware(d.get("hardware"))
     clock = float(_number(d, "clock_mhz", "", 1000.0, minimum=0, exclusive=True,
                           maximum=MAX_CLOCK_MHZ))
@@ -586,12 +556,10 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
     return Scenario(
         path=None, name=name, hardware=hw, clock_mhz=clock, memory=memory, network=network,
         precision=precision, input=_input(d.get("input"), base),
-        weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization"), precision),
+        weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization")),
         mode=_choice(d, "mode", "", MODES, "values+timing"),
         gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d,
-        layer_precision=layer_precision, host=_host(d.get("host"), base), batch=_batch(d, hw),
-        winograd=_feature_mode(d, "winograd", hw, "winograd"),
-        weight_compression=_feature_mode(d, "weight_compression", hw, "weight_compression"))
+        layer_precision=layer_precision, host=_host(d.get("host"), base))
 
 
 def load_scenario(path: str | Path) -> Scenario:
