@@ -30,19 +30,26 @@ from .spec import Point, canonical
 PointRunner = Callable[[dict, str], dict]
 
 _compiled: tuple[str, object] | None = None        # (canonical scenario, Prepared) of the last point
+# Scenario fields the compiled plan does not read (`runner.prepare` builds the network, weights,
+# input and plan from the network, hardware, precision and quantisation; the memory profiles and
+# the clock reach the run through `runner.context`): points that differ only there share one
+# compilation -- a sweep's DRAM-bandwidth axis compiles each configuration once.
+RUN_ONLY_FIELDS = ("memory", "clock_mhz", "outputs", "name")
 
 
 def compile_point(scenario: dict, base_dir: str):
-    """The point's scenario parsed and compiled up to the lowering seam (`runner.Prepared`).
-    Feasibility and the runner of one point share it: the last one is kept."""
+    """The point's scenario parsed and compiled up to the lowering seam (`runner.Prepared`, with
+    this point's own scenario).  Feasibility and the runner of one point, and the next points
+    that differ only in RUN_ONLY_FIELDS, share the compilation: the last one is kept."""
     global _compiled
     from ..scenario.runner import prepare
     from ..scenario.schema import parse_scenario
-    key = canonical([scenario, base_dir])
+    scn = parse_scenario(scenario, Path(base_dir))
+    key = canonical([{k: v for k, v in scenario.items() if k not in RUN_ONLY_FIELDS}, base_dir])
     if _compiled is None or _compiled[0] != key:
         _compiled = None
-        _compiled = (key, prepare(parse_scenario(scenario, Path(base_dir))))
-    return _compiled[1]
+        _compiled = (key, prepare(scn))
+    return replace(_compiled[1], scenario=scn)
 
 
 def run_scenario_point(scenario: dict, base_dir: str) -> dict:
