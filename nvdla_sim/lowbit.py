@@ -22,7 +22,10 @@ exactly onto the middle code for every rounding offset (nearest: 127; probabilis
 add-mod: % 254).  The N-bit code c = dst - (2^(N-1) - 1) lies in [-(2^(N-1) - 1), 2^(N-1) - 1] and
 is stored as it is in the INT8 container, with the scale s * 127 / (2^(N-1) - 1): the hardware
 multiplies the small integers and the SDP scale absorbs the factor.  One bit has no symmetric
-form (no code for 0): `quantize_int8` refuses it; `requantize` (the unsigned form) takes 1..8.
+form with a 0: maxval 1, codes -1 / +1 (the sign, scale s * 127).  Non-negative data (q in
+[0, 127], e.g. after ReLU) uses the unsigned form: src = q over divisor 127 to
+maxval = min(2^N - 1, 127).  All forms are `_requantize`, the document's formula; `Rounder` keeps
+one offset source across tensors (a seeded generator; the add-mod sequence continued).
 """
 from __future__ import annotations
 
@@ -71,6 +74,29 @@ def rounding_offsets(shape, rounding: str, divisor: int = UINT8_MAX,
     return addmod_offsets(n, divisor, start).reshape(shape)
 
 
+class Rounder:
+    """One rounding-offset source used tensor after tensor, like gemmlowp's generator object that
+    lives across packing calls: the probabilistic mode draws from one seeded generator, the
+    add-mod dither continues its sequence (x_0 = seed) from one tensor to the next."""
+
+    def __init__(self, rounding: str, seed: int = 0):
+        self.rounding = check_rounding(rounding)
+        self.rng = np.random.default_rng(seed)
+        self.seed = int(seed)
+        self.used = 0                       # offsets handed out so far (the add-mod position)
+
+    def offsets(self, shape, divisor: int) -> np.ndarray:
+        start = (self.seed + ADDMOD_STEP * self.used) % divisor
+        self.used += int(np.prod(shape, dtype=np.int64))
+        return rounding_offsets(shape, self.rounding, divisor, self.rng, start)
+
+
+def _requantize(src: np.ndarray, src_max: int, maxval: int, offsets: np.ndarray) -> np.ndarray:
+    """The document's requantization, dst = (src * maxval + rounding_offset) // src_max, on
+    integers src in [0, src_max] (the one implementation of the rule; int64)."""
+    return (src.astype(np.int64) * maxval + offsets) // src_max
+
+
 def requantize(src, bits: int, rounding: str, rng: np.random.Generator | None = None,
                start: int = 0) -> np.ndarray:
     """gemmlowp's requantization of uint8 values src in [0, 255] to [0, 2^bits - 1] (int64)."""
@@ -78,9 +104,8 @@ def requantize(src, bits: int, rounding: str, rng: np.random.Generator | None = 
     src = np.asarray(src)
     if src.size and (src.min() < 0 or src.max() > UINT8_MAX):
         raise NvdlaSimError("requantize: source values must lie in [0, 255]")
-    maxval = (1 << bits) - 1
     offsets = rounding_offsets(src.shape, rounding, UINT8_MAX, rng, start)
-    return (src.astype(np.int64) * maxval + offsets) // UINT8_MAX
+    return _requantize(src, UINT8_MAX, (1 << bits) - 1, offsets)
 
 
 def unpack(dst, bits: int) -> np.ndarray:
@@ -89,22 +114,57 @@ def unpack(dst, bits: int) -> np.ndarray:
     return (np.asarray(dst, np.int64) * UINT8_MAX * 2 + maxval) // (2 * maxval)
 
 
-def quantize_int8(q, bits: int, rounding: str, rng: np.random.Generator | None = None,
-                  start: int = 0) -> tuple[np.ndarray, float]:
-    """Symmetric INT8 values q (|q| <= 127) -> (N-bit codes as int8, scale factor f): a tensor of
-    scale s becomes codes of scale s * f.  8 bits returns q unchanged (f = 1) in every mode."""
+def grid_max(bits: int, signed: bool = True) -> int:
+    """The largest code of an N-bit tensor in the INT8 container: 2^(N-1) - 1 for signed data
+    (symmetric, 0 exact), min(2^N - 1, 127) for non-negative data (unsigned N bits; 8 and 7
+    bits are both NVDLA's 0..127).  1-bit signed data has no grid with a 0: 1 (codes +-1)."""
     bits = check_bits(bits)
-    if bits == 1:
-        raise NvdlaSimError("bits: 1 has no symmetric signed form (no code for 0); "
-                            "use 2..8 bits, or lowbit.requantize for unsigned data")
+    if not signed:
+        return min((1 << bits) - 1, INT8_SYMMETRIC_MAX)
+    return max((1 << (bits - 1)) - 1, 1)
+
+
+def _rounder(rounding: str, rng, start: int, rounder: Rounder | None):
+    if rounder is not None:
+        return rounder.offsets
+    check_rounding(rounding)
+    return lambda shape, divisor: rounding_offsets(shape, rounding, divisor, rng, start)
+
+
+def quantize_int8(q, bits: int, rounding: str = "nearest",
+                  rng: np.random.Generator | None = None, start: int = 0,
+                  rounder: Rounder | None = None) -> tuple[np.ndarray, float]:
+    """Symmetric INT8 values q (|q| <= 127) -> (N-bit codes as int8, scale factor f): a tensor of
+    scale s becomes codes of scale s * f.  8 bits returns q unchanged (f = 1) in every mode.
+    src = q + 127 in [0, 254] is requantized over divisor 254 to maxval = 2^N - 2 (even, so q = 0
+    lands on the middle code in every mode); 1 bit has maxval 1 and codes -1 / +1 (sign, no 0).
+    `rounder` (a Rounder) replaces rounding / rng / start when given."""
+    bits = check_bits(bits)
     q = np.asarray(q)
     if q.size and (q.min() < -INT8_SYMMETRIC_MAX or q.max() > INT8_SYMMETRIC_MAX):
         raise NvdlaSimError("quantize_int8: values must lie in [-127, 127] (symmetric INT8)")
-    half = (1 << (bits - 1)) - 1
     divisor = 2 * INT8_SYMMETRIC_MAX
-    offsets = rounding_offsets(q.shape, rounding, divisor, rng, start)
-    dst = ((q.astype(np.int64) + INT8_SYMMETRIC_MAX) * (2 * half) + offsets) // divisor
+    maxval = 1 if bits == 1 else (1 << bits) - 2
+    offsets = _rounder(rounding, rng, start, rounder)(q.shape, divisor)
+    dst = _requantize(q.astype(np.int64) + INT8_SYMMETRIC_MAX, divisor, maxval, offsets)
+    if bits == 1:
+        return (2 * dst - 1).astype(np.int8), float(INT8_SYMMETRIC_MAX)
+    half = maxval // 2
     return (dst - half).astype(np.int8), INT8_SYMMETRIC_MAX / half
+
+
+def quantize_uint7(q, bits: int, rounding: str = "nearest",
+                   rng: np.random.Generator | None = None, start: int = 0,
+                   rounder: Rounder | None = None) -> tuple[np.ndarray, float]:
+    """Non-negative INT8 values q in [0, 127] -> (codes in [0, grid_max(bits, False)], factor):
+    the same formula with src = q over divisor 127 (NVDLA's INT8 holds 7 unsigned bits)."""
+    q = np.asarray(q)
+    if q.size and (q.min() < 0 or q.max() > INT8_SYMMETRIC_MAX):
+        raise NvdlaSimError("quantize_uint7: values must lie in [0, 127]")
+    maxval = grid_max(bits, signed=False)
+    offsets = _rounder(rounding, rng, start, rounder)(q.shape, INT8_SYMMETRIC_MAX)
+    dst = _requantize(q, INT8_SYMMETRIC_MAX, maxval, offsets)
+    return dst.astype(np.int8), INT8_SYMMETRIC_MAX / maxval
 
 
 def quantize(x, bits: int, rounding: str, scale: float | None = None,

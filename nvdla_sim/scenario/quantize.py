@@ -40,6 +40,17 @@ Multiplier/shift pairs take the largest shift for which the int16 multiplier sti
 (precision.fixed_point), i.e. at least 14 significant bits; per-kernel multipliers share the shift
 of the largest.  Float -> integer conversions here round half away from zero.
 
+Sub-8-bit what-if (`QuantConfig.weight_bits` / `activation_bits` N < 8, INT8 only; lowbit.py):
+  weights      the INT8 q_w above requantized to N bits by gemmlowp's formula in its symmetric
+               form (lowbit.quantize_int8) with the scenario's rounding mode, offline (the
+               compiler does it, as gemmlowp's packing stage): codes |c| <= 2^(N-1) - 1 in the
+               INT8 container, s_w[k] grows by 127 / (2^(N-1) - 1), the SDP multipliers absorb it
+  activations  every tensor's scale is amax / grid with grid = 2^(N-1) - 1 (signed tensors) or
+               min(2^N - 1, 127) (non-negative ones): the SDP output converter of the layer that
+               writes it rounds to nearest (the hardware's only rounding) onto the N-bit grid
+  input        the host stores it: INT8, then gemmlowp's requantization with the rounding mode
+The register program is the ordinary INT8 one; the engine runs it bit-exactly.
+
 PDP: the same scale in and out (emit_pdp.PdpLayer, zero pad value: real 0 is q 0).
 CDP (LRN): emit_cdp.lrn_layer with the calibrated input and output scales (identity input
 converter, LUT of (k + alpha/n * s_x^2 * ss)^-beta, output converter to s_y).
@@ -51,7 +62,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .. import precision
+from .. import lowbit, precision
 from ..compiler.emit import IDENTITY, Converter
 from ..compiler.emit_cdp import CdpLayer, lrn_layer
 from ..compiler.emit_pdp import PdpLayer
@@ -137,6 +148,14 @@ class QuantConfig:
     weights: str = "per_kernel"                # per_kernel / per_tensor
     calibration: str = "max"                   # max / percentile
     percentile: float = 99.99
+    weight_bits: int = 8                       # sub-8-bit what-if (INT8 only; section below)
+    activation_bits: int = 8
+    rounding: str = "nearest"                  # lowbit.ROUNDING_MODES
+    seed: int = 0                              # probabilistic rounding's generator, add-mod x_0
+
+    @property
+    def lowbit(self) -> bool:
+        return self.weight_bits < 8 or self.activation_bits < 8
 
 
 @dataclass
@@ -144,6 +163,38 @@ class Calibration:
     amax: dict[str, float]                     # every tensor's calibrated range
     scales: dict[str, float]                   # every tensor's scale (after sharing; FP16: 1)
     groups: dict[str, str]                     # tensor -> representative of its scale group
+    grid: dict[str, int] = field(default_factory=dict)   # largest code of each tensor (127: INT8)
+
+
+# --------------------------------------------------------------------------------------------------
+# Sub-8-bit what-if (nvdla_sim/lowbit.py, the gemmlowp document; docs/precision.md)
+
+def activation_grid(dtype: DataType, cfg: QuantConfig, signed: bool = True, name: str = "") -> int:
+    """The largest code of a tensor: Q of its type, or with `activation_bits` N < 8 (INT8 only)
+    lowbit.grid_max(N, signed) -- the tensor's scale is amax / that, so the SDP output converter
+    of the layer writing it (CVT_SCALE / 2^CVT_SHIFT = u_last / scale) rounds its 32-bit result
+    to nearest straight onto the N-bit grid in the INT8 container."""
+    if cfg.activation_bits >= 8 or dtype.is_float or dtype != INT8:
+        return qmax(dtype) if not dtype.is_float else 1
+    if signed and cfg.activation_bits < 2:
+        raise NvdlaSimError(f"quantization.activation_bits: 1 bit has no code for 0, and tensor "
+                            f"'{name}' has negative values (use 2..8; 1 bit suits non-negative "
+                            "tensors only)")
+    return lowbit.grid_max(cfg.activation_bits, signed)
+
+
+def quantize_input(x: np.ndarray, scale: float, dtype: DataType, grid: int,
+                   cfg: QuantConfig) -> np.ndarray:
+    """The network input as the host stores it: INT8 at amax / 127, then (activation_bits < 8)
+    requantized to the N-bit grid with the scenario's rounding mode (the host does the rounding,
+    like gemmlowp's packing stage); `scale` and `grid` are the tensor's calibrated ones."""
+    if grid == qmax(dtype) or dtype.is_float:
+        return quantize_tensor(x, scale, dtype)
+    q8 = quantize_tensor(x, scale * grid / qmax(dtype), dtype)
+    rounder = lowbit.Rounder(cfg.rounding, cfg.seed + 1)     # not the weights' offsets
+    if grid == lowbit.grid_max(cfg.activation_bits, signed=False):      # a non-negative input
+        return lowbit.quantize_uint7(q8, cfg.activation_bits, rounder=rounder)[0]
+    return lowbit.quantize_int8(q8, cfg.activation_bits, rounder=rounder)[0]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -189,16 +240,19 @@ def calibrate(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig) -> 
             for i in op.inputs:
                 union(op.name, i)
     group_amax: dict[str, float] = {}
-    for name in values:
+    group_signed: dict[str, bool] = {}
+    for name, v in values.items():
         r = _find(parent, name)
         group_amax[r] = max(group_amax.get(r, 0.0), amax[name])
-    scales, groups = {}, {}
+        group_signed[r] = group_signed.get(r, False) or bool(v.size and v.min() < 0)
+    scales, groups, grid = {}, {}, {}
     for name in values:
         r = _find(parent, name)
         groups[name] = r
         a = group_amax[r]
-        scales[name] = (a if a > 0 else 1.0) / qmax(plan.tensor_dtype(name))
-    return Calibration(amax, scales, groups)
+        grid[name] = activation_grid(plan.tensor_dtype(name), cfg, group_signed[r], name)
+        scales[name] = (a if a > 0 else 1.0) / grid[name]
+    return Calibration(amax, scales, groups, grid)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -228,6 +282,7 @@ class _LayerQuantizer:
 
     def __init__(self, plan: HwPlan, cal: Calibration, cfg: QuantConfig):
         self.plan, self.cal, self.cfg = plan, cal, cfg
+        self.rounder = lowbit.Rounder(cfg.rounding, cfg.seed)   # weights, layer after layer
         self.begin(None)
 
     def begin(self, layer: HwLayer | None) -> None:
@@ -252,6 +307,9 @@ class _LayerQuantizer:
         s_w = np.where(per_k > 0, per_k, 1.0) / q
         v = c.weight / s_w.astype(np.float32)[:, None, None, None]   # float32: big FC layers
         q_w = np.clip(np.trunc(v + np.copysign(np.float32(0.5), v)), -q, q).astype(self.dtype.numpy)
+        if self.cfg.weight_bits < 8 and self.dtype == INT8:      # INT16 layers stay INT16
+            q_w, factor = lowbit.quantize_int8(q_w, self.cfg.weight_bits, rounder=self.rounder)
+            s_w = s_w * factor
         sum_abs_qw = int(np.abs(q_w.reshape(k, -1)).sum(axis=1, dtype=np.int64).max(initial=0))
         t = precision.cacc_truncate(sum_abs_qw, self.dtype).shift
         s_x = self.scale(self._input_tensor(layer))
@@ -454,6 +512,10 @@ def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig 
     """Calibrate scales on `values` (the float reference) and fill every layer's `quant` in the
     plan's precision."""
     cfg = cfg or QuantConfig()
+    if cfg.lowbit and plan.dtype != INT8:
+        raise NvdlaSimError(f"quantization: weight_bits / activation_bits below 8 need precision "
+                            f"int8 (the N-bit codes live in the INT8 container), not "
+                            f"{plan.dtype.name.lower()}")
     cal = calibrate(plan, values, cfg)
     for name, t in plan.tensors.items():
         t.scale = cal.scales.get(name)

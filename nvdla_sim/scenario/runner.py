@@ -25,8 +25,9 @@ from ..compiler.network import Network
 from ..compiler.support import SupportReport, check_support
 from ..compiler.zoo import BUILTIN
 from ..errors import NvdlaSimError
-from .quantize import Calibration, QuantConfig, dequantize, quantize_plan, quantize_tensor
-from .reference import run_op, run_reference
+from .quantize import (Calibration, QuantConfig, dequantize, quantize_input, quantize_plan,
+                       quantize_tensor)
+from .reference import run_op, run_reference, sqnr_db
 from .schema import Scenario, load_scenario
 from .weights import Weights, check_weights, load_npz, random_weights
 
@@ -124,9 +125,14 @@ def _prepare(scn: Scenario) -> Prepared:
     if scn.values:
         prep.reference = run_reference(network, weights, x)
         q = scn.quantization
-        prep.calibration = quantize_plan(plan, prep.reference,
-                                         QuantConfig(q.weights, q.calibration, q.percentile))
+        prep.calibration = quantize_plan(plan, prep.reference, quant_config(q))
     return prep
+
+
+def quant_config(q) -> QuantConfig:
+    """The quantisation settings of a scenario's `quantization` section (schema.QuantizationSpec)."""
+    return QuantConfig(q.weights, q.calibration, q.percentile, q.weight_bits, q.activation_bits,
+                       q.rounding, q.seed)
 
 
 def gpu_fallback_fn(plan: HwPlan, weights: Weights):
@@ -147,9 +153,12 @@ def context(prep: Prepared) -> LoweringContext:
     scn = prep.scenario
     x_int8 = None
     if scn.values:
-        t = prep.plan.tensors[prep.network.input_name]
-        x_int8 = t.to_stored(quantize_tensor(prep.input, t.scale,
-                                             prep.plan.tensor_dtype(prep.network.input_name)))
+        name = prep.network.input_name
+        t = prep.plan.tensors[name]
+        dtype = prep.plan.tensor_dtype(name)
+        grid = prep.calibration.grid.get(name) if prep.calibration else None
+        x_int8 = t.to_stored(quantize_input(prep.input, t.scale, dtype, grid, quant_config(
+            scn.quantization)) if grid else quantize_tensor(prep.input, t.scale, dtype))
     return LoweringContext(scn.hardware, scn.clock_mhz, scn.memory.dram, scn.memory.cvsram,
                            scn.memory.cvsram_bytes, scn.values, x_int8,
                            gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,
@@ -168,6 +177,19 @@ def dla_tensors(plan: HwPlan, outputs: dict[str, np.ndarray]) -> dict[str, np.nd
             continue
         found[name] = dequantize(t.from_stored(buf[offset:offset + t.stored_channels]), t.scale)
     return found
+
+
+def output_sqnr_db(prep: Prepared, values: dict[str, np.ndarray] | None) -> float | None:
+    """End-to-end SQNR (dB) of the network's output(s) against the float32 reference: every
+    output's error and signal pooled (None without values)."""
+    if not values or prep.reference is None:
+        return None
+    outs = [o for o in prep.network.outputs if o in values]
+    if not outs:
+        return None
+    ref = np.concatenate([prep.reference[o].ravel() for o in outs])
+    got = np.concatenate([values[o].ravel() for o in outs])
+    return float(sqnr_db(ref, got))
 
 
 def execute(prep: Prepared, out_dir: Path | None = None):

@@ -83,6 +83,10 @@ class QuantizationSpec:
     calibration: str = "max"           # max / percentile
     percentile: float = 99.99
     weights: str = "per_kernel"        # per_kernel / per_tensor
+    weight_bits: int = 8               # sub-8-bit what-if (nvdla_sim/lowbit.py, docs/precision.md)
+    activation_bits: int = 8
+    rounding: str = "nearest"          # nearest / probabilistic / addmod97 (gemmlowp's modes)
+    seed: int = 0                      # probabilistic rounding's generator; add-mod start
 
 
 @dataclass
@@ -460,12 +464,26 @@ def _weights(value: Any, base: Path, network: NetworkSpec) -> WeightsSpec:
     return WeightsSpec("random", seed=_number(d, "seed", "weights", 0, minimum=0, integer=True))
 
 
-def _quantization(value: Any) -> QuantizationSpec:
-    d = _mapping(value, "quantization", ("calibration", "percentile", "weights"))
+def _quantization(value: Any, precision: str = "int8") -> QuantizationSpec:
+    from ..lowbit import ROUNDING_MODES
+    d = _mapping(value, "quantization", ("calibration", "percentile", "weights", "weight_bits",
+                                         "activation_bits", "rounding", "seed"))
+    bits = {}
+    for key in ("weight_bits", "activation_bits"):
+        bits[key] = _number(d, key, "quantization", 8, minimum=1, integer=True)
+        if bits[key] > 8:
+            raise FieldError(f"quantization.{key}", f"must be <= 8 (the INT8 container holds at "
+                                                    f"most 8 bits), got {bits[key]!r}")
+        if bits[key] < 8 and precision != "int8":
+            raise FieldError(f"quantization.{key}", f"{bits[key]} bits need precision int8 (the "
+                             f"N-bit codes live in the INT8 container), not {precision}")
     q = QuantizationSpec(
         calibration=_choice(d, "calibration", "quantization", ("max", "percentile"), "max"),
         percentile=float(_number(d, "percentile", "quantization", 99.99, minimum=0, exclusive=True)),
-        weights=_choice(d, "weights", "quantization", ("per_kernel", "per_tensor"), "per_kernel"))
+        weights=_choice(d, "weights", "quantization", ("per_kernel", "per_tensor"), "per_kernel"),
+        weight_bits=bits["weight_bits"], activation_bits=bits["activation_bits"],
+        rounding=_choice(d, "rounding", "quantization", ROUNDING_MODES, "nearest"),
+        seed=_number(d, "seed", "quantization", 0, minimum=0, integer=True))
     if q.percentile > 100:
         raise FieldError("quantization.percentile", f"must be <= 100, got {q.percentile}")
     return q
@@ -556,7 +574,7 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
     return Scenario(
         path=None, name=name, hardware=hw, clock_mhz=clock, memory=memory, network=network,
         precision=precision, input=_input(d.get("input"), base),
-        weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization")),
+        weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization"), precision),
         mode=_choice(d, "mode", "", MODES, "values+timing"),
         gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d,
         layer_precision=layer_precision, host=_host(d.get("host"), base))

@@ -12,6 +12,7 @@ The runner is injected.  `run_scenario_point` (the default) runs the scenario th
 totals; `conv_chain.run_conv_chain` is a smaller real runner for networks of convolutions.  A runner
 returns a mapping with at least `cycles` (DLA cycles, first enable to last interrupt) and
 `dram_bytes` (DRAM bytes read + written); optional: `cvsram_traffic_bytes`, `lowest_sqnr_db`,
+`output_sqnr_db` (end-to-end, the network output(s)),
 `gpu_layers`, and the energy metrics (`energy_metrics`: energy_mj, avg/peak_power_mw, area_mm2,
 tops_per_w, energy_<component>_mj).
 """
@@ -57,7 +58,7 @@ def run_scenario_point(scenario: dict, base_dir: str) -> dict:
     runs it (no report files are written)."""
     from ..report.tables import build_report
     from ..compiler.lower import lower_and_run
-    from ..scenario.runner import context, dla_tensors
+    from ..scenario.runner import context, dla_tensors, output_sqnr_db
     prep = compile_point(scenario, base_dir)
     result = lower_and_run(prep.plan, replace(context(prep), timeline=False))
     values = dla_tensors(prep.plan, result.outputs) if prep.scenario.values else None
@@ -68,6 +69,7 @@ def run_scenario_point(scenario: dict, base_dir: str) -> dict:
             "cvsram_traffic_bytes": sum(t.cvsram_read_bytes + t.cvsram_write_bytes
                                         for t in result.layers),
             "lowest_sqnr_db": lowest[1] if lowest else None,
+            "output_sqnr_db": output_sqnr_db(prep, values),
             "gpu_layers": sum(r.device == "GPU" for r in report.rows),
             **energy_metrics(report)}
 

@@ -8,12 +8,14 @@ stay in the files (results are never thrown away) after the sweep's own rows.
 Columns (empty when they do not apply):
   key, index, status (ok / infeasible / error), reason, params (the point's axis values, JSON)
   network, preset, atomic_c, atomic_k, cbuf_banks, cbuf_bank_depth, cbuf_bank_width,
-  cvsram_bytes, dram_gbps, clock_mhz, mode     -- the point's configuration, whatever set it
+  cvsram_bytes, dram_gbps, clock_mhz, mode,    -- the point's configuration, whatever set it
+  weight_bits, activation_bits, rounding       -- (the last three: the sub-8-bit what-if)
   <scenario field path>                        -- axes given as field paths
   cycles, ms, fps                              -- DLA time of one inference at clock_mhz
   dram_bytes, cvsram_traffic_bytes             -- bytes moved over each interface
   cbuf_kib, macs, sram_bytes, area_proxy       -- the configuration's size (below)
   network_macs, mac_util, min_cbuf_banks, lowest_sqnr_db, gpu_layers
+  output_sqnr_db                               -- end-to-end SQNR of the network output(s)
   energy_mj, avg_power_mw, peak_power_mw       -- one inference (nvdla_sim/energy, docs/energy.md)
   area_mm2, edp (energy_mj x ms), tops_per_w   -- area estimate; energy-delay product
   energy_<component>_mj                        -- DRAM, CVSRAM, CBUF, MAC, CACC, SDP, PDP, CDP, leakage
@@ -38,13 +40,14 @@ from pathlib import Path
 from .spec import AXES, Point, SweepSpec, axis_path, canonical
 
 CONFIG_COLUMNS = ("network", "preset", "atomic_c", "atomic_k", "cbuf_banks", "cbuf_bank_depth",
-                  "cbuf_bank_width", "cvsram_bytes", "dram_gbps", "clock_mhz", "mode")
+                  "cbuf_bank_width", "cvsram_bytes", "dram_gbps", "clock_mhz", "mode",
+                  "weight_bits", "activation_bits", "rounding")
 ENERGY_COLUMNS = ("energy_mj", "avg_power_mw", "peak_power_mw", "area_mm2", "edp", "tops_per_w")
 SPLIT_COLUMNS = tuple(f"energy_{c}_mj" for c in ("dram", "cvsram", "cbuf", "mac", "cacc", "sdp", "pdp",
                                                 "cdp", "leakage"))
 METRIC_COLUMNS = ("cycles", "ms", "fps", "dram_bytes", "cvsram_traffic_bytes", "cbuf_kib", "macs",
                   "sram_bytes", "area_proxy", "network_macs", "mac_util", "min_cbuf_banks",
-                  "lowest_sqnr_db", "gpu_layers") + ENERGY_COLUMNS + SPLIT_COLUMNS + ("wall_s",)
+                  "lowest_sqnr_db", "output_sqnr_db", "gpu_layers") + ENERGY_COLUMNS + SPLIT_COLUMNS + ("wall_s",)
 HEAD_COLUMNS = ("key", "index", "status", "reason", "params")
 FINISHED = ("ok", "infeasible")
 JSON_NAME, CSV_NAME = "results.json", "results.csv"
@@ -101,6 +104,9 @@ def hardware_columns(scn, bytes_per_mac: float) -> dict:
             "cbuf_bank_depth": hw.cbuf.bank_depth, "cbuf_bank_width": hw.cbuf.bank_width_bytes,
             "cvsram_bytes": scn.memory.cvsram_bytes, "dram_gbps": scn.memory.dram_gbps,
             "clock_mhz": scn.clock_mhz, "mode": "values+timing" if scn.values else "timing",
+            "weight_bits": scn.quantization.weight_bits,
+            "activation_bits": scn.quantization.activation_bits,
+            "rounding": scn.quantization.rounding,
             "cbuf_kib": hw.cbuf.total_bytes / 1024, "macs": hw.macs, "sram_bytes": sram,
             "area_proxy": round(area_proxy(hw.macs, sram, bytes_per_mac), 3)}
 
@@ -110,7 +116,8 @@ def metric_columns(metrics: dict, scn, row: dict) -> dict:
     ms = cycles / (scn.clock_mhz * 1e3)
     out = {"cycles": cycles, "ms": ms, "fps": 1000.0 / ms if ms > 0 else None,
            "dram_bytes": int(metrics.get("dram_bytes") or 0)}
-    for name in ("cvsram_traffic_bytes", "lowest_sqnr_db", "gpu_layers") + ENERGY_COLUMNS + \
+    for name in ("cvsram_traffic_bytes", "lowest_sqnr_db", "output_sqnr_db", "gpu_layers") + \
+            ENERGY_COLUMNS + \
             SPLIT_COLUMNS:
         if metrics.get(name) is not None:
             out[name] = metrics[name]

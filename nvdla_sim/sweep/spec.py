@@ -45,6 +45,9 @@ AXES = {
     "dram_gbps": "memory.dram_gbps",
     "clock_mhz": "clock_mhz",
     "network": "network",
+    "weight_bits": "quantization.weight_bits",          # sub-8-bit what-if (docs/precision.md)
+    "activation_bits": "quantization.activation_bits",
+    "rounding": "quantization.rounding",
 }
 POSITIVE_INT_AXES = ("cbuf_banks", "cbuf_bank_depth", "cbuf_bank_width", "atomic_c", "atomic_k")
 TOP_KEYS = ("name", "base", "fixed", "grid", "points", "area", "outputs")
@@ -122,6 +125,14 @@ def _check_value(axis: str, value: Any, where: str, sweep_dir: Path) -> Any:
     elif axis in ("dram_gbps", "clock_mhz"):
         if not is_num(value) or not value > 0:
             raise FieldError(where, f"must be > 0, got {value!r}")
+    elif axis in ("weight_bits", "activation_bits"):
+        if not is_int(value) or not 1 <= value <= 8:
+            raise FieldError(where, f"must be a bit width in 1..8, got {value!r}")
+    elif axis == "rounding":
+        from ..lowbit import ROUNDING_MODES
+        if value not in ROUNDING_MODES:
+            raise FieldError(where, f"unknown rounding mode {value!r} (known: "
+                                    f"{', '.join(ROUNDING_MODES)})")
     elif axis == "preset":
         if value not in preset_names():
             raise FieldError(where, f"unknown hardware preset {value!r} (known: {', '.join(preset_names())})")
