@@ -13,8 +13,14 @@ Processes and tokens (docs/timing-model-notes.md, 3.3):
   `csc_start_cycles` more.  Before the last package of a stripe it takes as many CACC credits as
   the stripe has atoms; at a group's end it frees the group's ring entries, at the layer's end the
   data entries.
-- CACC delivers each stripe at ATOMK / SDP throughput + 1 cycles per atom, returning credits;
-  SDP (flying) serves them and writes them out.
+- CACC delivers each stripe at ATOMK / SDP throughput + 1 cycles per atom, from
+  `cmac_cacc_cycles` after the stripe's channel-end package issued, and returns one credit per
+  atom delivered (`DeliveryCredits`).  When CSC runs a stripe's other packages faster than CACC
+  delivers the previous one (few packages per stripe: 1x1 over 64 channels, 3x3 over 3), the
+  stripes are paced by this credit loop: channel-end package -> CACC's first read -> the
+  stripe's atoms -> credits back, `cmac_cacc_cycles + atoms x delivery + credit_return` cycles
+  (182 for a 16-atom stripe on nv_small, as the RTL runs).  SDP (flying) takes the atoms beat
+  by beat and writes them out.
 - Winograd: stripes of 2x2 output tiles (4 atoms each), one package per super channel of 4
   extended channels (2.25x fewer MAC cycles than direct 3x3).  Batches: stripes hold the same
   atoms of every image, so one weight load serves N images.  Compressed weights: the weight
@@ -22,12 +28,16 @@ Processes and tokens (docs/timing-model-notes.md, 3.3):
 """
 from __future__ import annotations
 
+import weakref
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
-from .tokens import GRANTED, Seg, wait_until, waited
+from .tokens import GRANTED, Ready, Seg, wait_until, waited
 
 if TYPE_CHECKING:
+    import simpy
+
     from ..config import HardwareConfig
     from ..units.base import Unit
     from .model import TimingModel
@@ -38,7 +48,6 @@ CH_STRIPE = "csc->cacc"
 CH_SDP = "cacc->sdp"
 POOL_DATA = "CBUF data entries"
 POOL_WEIGHT = "CBUF weight entries"
-POOL_CREDITS = "CACC credits"
 
 
 @dataclass(frozen=True)
@@ -308,9 +317,8 @@ def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
 def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
     tm: TimingModel = unit.engine.timing
     env, p = tm.env, tm.params
-    r = p.rates
     tracker = tm.tracker("CSC")
-    credits = tm.pool(POOL_CREDITS, r.cacc_credits)
+    credits = delivery_credits(tm)
     out = tm.channel(CH_STRIPE)
     data = yield from waited(env, tm.channel(CH_DATA).get(), tracker, "input not in CBUF")
     weight_pool = tm.pool(POOL_WEIGHT, 1)
@@ -332,8 +340,17 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
             tracker.busy(t, last_pkg)
             # The stripe's last package may go only when CACC can take the whole stripe.
             atoms = s * geom.atoms_per_slot
-            yield from waited(env, credits.acquire(min(atoms, credits.capacity)), tracker,
-                              "no CACC credits")
+            take = min(atoms, credits.capacity)
+            ready_at = credits.ready(take, env.now)
+            while ready_at is None:          # CACC has not taken the stripes yet
+                waiting = env.now
+                yield credits.booked(env)
+                tracker.stall(waiting, env.now, "no CACC credits")
+                ready_at = credits.ready(take, env.now)
+            if ready_at > env.now:
+                tracker.stall(env.now, ready_at, "no CACC credits")
+                yield from wait_until(env, ready_at)
+            credits.take(take)
             last_pkg = env.now
             end_layer = g == n_groups - 1 and i == len(geom.stripes) - 1
             first = last_pkg + p.conv.cmac_cacc_cycles
@@ -367,30 +384,104 @@ def cmac(unit: "Unit", layer: dict) -> Generator:
 
 
 # -- CACC ------------------------------------------------------------------------------------------
+class DeliveryCredits:
+    """CACC delivery-buffer credits as CSC counts them (RTL `sg.v` `credit_cnt`).
+
+    CSC takes a stripe's atoms when it issues the stripe's channel-end package; CACC returns one
+    credit per output atom when the atom's last beat has left for SDP
+    (`NV_NVDLA_CACC_delivery_buffer.v` `accu2sc_credit_vld`), and CSC sees it
+    `cacc_credit_return_cycles` later.  CACC books each stripe's delivery here as it takes the
+    stripe, so CSC computes the cycle its next stripe's credits are back without an event per
+    atom: a short stripe may go after part of the previous one has left."""
+
+    def __init__(self, capacity: int, return_cycles: float):
+        self.capacity = capacity
+        self.return_cycles = return_cycles
+        self.outstanding = 0                 # taken by CSC, not yet back
+        self._deliveries: deque = deque()    # (start, cycles per atom, atoms) in delivery order
+        self._booked = None                  # event for a CSC waiting for CACC to book
+
+    def take(self, n: int) -> None:
+        self.outstanding += n
+
+    def deliver(self, start: float, cycles_per_atom: float, n: int) -> None:
+        """CACC delivers `n` of the taken atoms from `start`, one every `cycles_per_atom`."""
+        self._deliveries.append((start, cycles_per_atom, n))
+        if self._booked is not None:
+            self._booked.succeed()
+            self._booked = None
+
+    def booked(self, env) -> "simpy.Event":
+        """An event CACC triggers when it books its next delivery."""
+        if self._booked is None:
+            self._booked = env.event()
+        return self._booked
+
+    def ready(self, n: int, now: float) -> float | None:
+        """The first cycle >= `now` at which `n` credits are free; None while they depend on a
+        stripe CACC has not taken yet (it takes each within the cycle CSC hands it over, once
+        its layer runs)."""
+        while self._deliveries:              # drop deliveries whose credits are all back
+            start, c, k = self._deliveries[0]
+            if start + k * c + self.return_cycles > now:
+                break
+            self._deliveries.popleft()
+            self.outstanding -= k
+        need = n - (self.capacity - self.outstanding)
+        for start, c, k in self._deliveries:
+            if need <= 0:
+                break
+            if need <= k:
+                return max(now, start + need * c + self.return_cycles)
+            need -= k
+        return None if need > 0 else now
+
+
+_CREDITS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def delivery_credits(tm: "TimingModel") -> DeliveryCredits:
+    """The engine's CACC credit counter (one per timing model, across layers)."""
+    credits = _CREDITS.get(tm)
+    if credits is None:
+        credits = _CREDITS[tm] = DeliveryCredits(tm.params.rates.cacc_credits,
+                                                  tm.params.conv.cacc_credit_return_cycles)
+    return credits
+
+
 def cacc(unit: "Unit", kernel_group: int = 0) -> Generator:
     """Delivery of each output atom: the kernel group's channels at the SDP input rate (INT16/FP16
-    groups hold half the kernels, so an atom of them takes half the cycles) plus the RAM read."""
+    groups hold half the kernels, so an atom of them takes half the cycles) after one delivery
+    buffer read.  SDP takes the elements beat by beat as they leave (its core consumes one beat a
+    cycle, the rate CACC sends them), so the token handed to SDP starts at the first atom's first
+    beat and its last atom ends with CACC's last beat."""
     tm: TimingModel = unit.engine.timing
     env, p = tm.env, tm.params
     r = p.rates
     tracker = tm.tracker("CACC")
-    credits = tm.pool(POOL_CREDITS, r.cacc_credits)
+    credits = delivery_credits(tm)
     inp = tm.channel(CH_STRIPE)
     out = tm.channel(CH_SDP)
     c = r.cacc_cycles_per_atom
     if kernel_group and kernel_group != unit.hw.atomic_k:
         c = kernel_group / max(1, unit.hw.sdp.bs_throughput) + p.conv.cacc_ram_read_cycles
+    read = p.conv.cacc_ram_read_cycles
+    to_sdp = p.conv.cacc_pipeline_cycles
     free = env.now
     while True:
-        seg = yield from waited(env, inp.get(), tracker, "no stripe")
+        # Take each stripe as CSC hands it over (CACC's assembly buffer holds it) and book its
+        # delivery after the previous one: the credit counter needs it at once.
+        waiting = env.now
+        got = inp.get()
+        seg = got.value if type(got) is Ready else (yield got)
         start = max(free, seg.first, env.now)
         end = max(start + seg.n * c, seg.last + c)
-        out.put(Seg(seg.n, start + c + p.conv.cacc_pipeline_cycles,
-                    end + p.conv.cacc_pipeline_cycles, end=seg.end))
+        credits.deliver(end - seg.n * c, c, min(seg.n, credits.capacity))
+        out.put(Seg(seg.n, start + read + to_sdp, end - c + read + to_sdp, end=seg.end))
+        tracker.stall(max(free, waiting), start, "no stripe")    # idle after the last delivery
         tracker.busy(start, end, "delivery")
-        yield from wait_until(env, end)
-        credits.release(min(seg.n, credits.capacity))
         free = end
         if seg.end:
             break
+    yield from wait_until(env, free)
     tracker.flush()
