@@ -8,7 +8,8 @@ import pytest
 from emit_helpers import random_cube, rha, run_layer, sat, sat8
 from nvdla_sim.compiler.emit import Converter, ProgramBuilder
 from nvdla_sim.compiler.emit_cdp import CdpLayer, emit_cdp, lrn_layer
-from nvdla_sim.compiler.lut import LE_ENTRIES, LO_ENTRIES, Lut, constant_lut, lrn_lut, write_lut
+from nvdla_sim.compiler.lut import LE_ENTRIES, LO_ENTRIES, Lut, constant_lut, lrn_lut_hand, \
+    write_lut
 from nvdla_sim.config import load_hardware
 from nvdla_sim.errors import NvdlaSimError
 from nvdla_sim.program import RegWrite
@@ -78,7 +79,7 @@ def test_lrn_design_matches_float_lrn(preset, n, alpha, beta, k, s_in):
 
 
 def test_lrn_table_design():
-    d = lrn_lut(5, 1e-4, 0.75, 1.0, 0.8)
+    d = lrn_lut_hand(5, 1e-4, 0.75, 1.0, 0.8)
     assert d.max_square_sum == 5 * 128 * 128
     assert d.lut.lo_index_select == 9          # 256 * 2^9 = 131072 >= 81920 > 256 * 2^8
     assert d.lut.lo_table[0] == 2 ** 14 == round(1 / d.entry_lsb)   # f(0) = 1 at 2^14

@@ -922,6 +922,8 @@ class LayerTiming:
     bound: str | None = None           # MAC / memory / CBUF if lowering knows; else the report derives it
     cbuf_refetch: bool = False         # data or weights did not fit the CBUF and were fetched again
     register_writes: int = 0
+    statistics: dict[str, int] | None = None   # UNIT.REG -> statistics register values the
+                                       # layer's units wrote (report/statistics.py); None: timing only
 
     @property
     def cycles(self) -> float:

@@ -337,10 +337,11 @@ def structural_quantization(plan: HwPlan) -> None:
 
 
 def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
-          crc_checks: bool = False, name: str | None = None) -> Lowered:
+          crc_checks: bool = False, name: str | None = None, perf_counters: bool = True) -> Lowered:
     """Place the tensors and emit every hardware layer of `plan` into one register program.
     `images` (default: values mode) loads the input, weights and operand arrays; `crc_checks`
-    adds a check_crc of each step's output (expected values to be filled by `simulate_crcs`)."""
+    adds a check_crc of each step's output (expected values to be filled by `simulate_crcs`);
+    `perf_counters` sets the SDP counter enables the report reads (compiler/perf_enable.py)."""
     images = ctx.values if images is None else images
     if any(layer.quant is None for layer in plan.layers if layer.on_dla):
         if images:
@@ -364,6 +365,9 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
                     b.check_crc(step.done[-1], p.address, p.size_bytes)
                 step.end_command = len(b.commands)
             steps.append(step)
+    from .perf_enable import enable_perf_counters
+    if perf_counters:                       # SDP counters on, in CSB slots that cost no cycle
+        enable_perf_counters(b, steps)
     program = b.build()
     # build() puts the interrupt mask first: every range shifts by one, and the first piece run
     # on the engine starts at the mask (with the input image before its first layer).
@@ -503,6 +507,8 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
     plan = lowered.plan
     engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz, cvsram_memory=ctx.cvsram,
                     compute_values=ctx.values)
+    from ..report.statistics import StatisticsTap, split_by_layer
+    tap = StatisticsTap(engine) if ctx.values else None     # timing only: nothing is counted
     outputs: dict[str, np.ndarray] = {}
     if ctx.values:
         _store(outputs, plan, plan.ref(plan.network.input_name), ctx.input_int8)
@@ -519,6 +525,8 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
         before = _bytes(engine)
         piece = _piece(lowered.program, step)
         result = engine.run(piece, summarize=False)
+        stats = split_by_layer([layer.kind for layer in step.layers], tap.take()) if tap \
+            else [None] * len(step.layers)
         checks += result.checks
         t1 = engine.env.now
         after = _bytes(engine)
@@ -535,7 +543,7 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
                 moved["cvsram_read"] if own else 0, moved["cvsram_write"] if own else 0,
                 bound=classify(step, busy, moved, engine, plan.layer_dtype(step.layers[0]).bytes),
                 cbuf_refetch=step.refetch,
-                register_writes=writes if own else 0))
+                register_writes=writes if own else 0, statistics=stats[i]))
         if ctx.values:
             for ref, p in step.outputs:
                 _store(outputs, plan, ref, read_output(engine, p))
@@ -576,7 +584,8 @@ def emit_trace(plan: HwPlan, ctx: LoweringContext, folder: Path | str, name: str
                             "test cannot hold it (set the network so that only trailing layers "
                             "fall back, or drop --emit-cfg)")
     dla_plan = replace(plan, layers=[layer for layer in plan.layers if layer.kind != "gpu"])
-    lowered = lower(dla_plan, ctx, images=True, crc_checks=True, name=name)
+    # (without the SDP counter enables: the written traces stay those of the committed tests)
+    lowered = lower(dla_plan, ctx, images=True, crc_checks=True, name=name, perf_counters=False)
     program, result = simulate_crcs(lowered.program, ctx.hw, memory)
     if fmt == "txn":
         from ..frontends.txn_writer import emit_txn_trace

@@ -1,21 +1,26 @@
 """Lookup tables of SDP and CDP: the register-level description, how the firmware loads it, and
-table designs for INT8 (LRN on CDP, sigmoid and tanh on SDP) and FP16 LRN (`lrn_lut_fp16`).
+the table designs the compiler uses: sigmoid and tanh on SDP (INT8/INT16 here, FP16 in
+scenario/quantize.py) are fitted by `nvdla_sim.lut.fit`, which measures every design on the
+bit-exact SDP kernel and keeps the best (docs/precision.md compares it with the earlier hand
+design: smaller max and RMS error); LRN on CDP (INT8/INT16 `lrn_lut`, FP16 `lrn_lut_fp16`) keeps
+the designs below, because the fit measures SDP's index path, not CDP's 38-bit square sums.
 
 The NVDLA software ships no INT8 tables (umd LutManager.cpp: "Empty INT8 LRN/Sigmoid LUT"), so the
-designs below are this project's own, in NVDLA terms:
+LRN designs are this project's own, in NVDLA terms:
 - LO table (257 entries, linear index): covers the whole input range of interest,
   entry i = f(LO_START + i * 2^LO_INDEX_SELECT) scaled to int16; between entries the hardware
   interpolates linearly (reference map 5.7 / 5.9);
-- LE table (65 entries): exponent mode for CDP (entry i = f(2^i), a fallback for inputs above the
-  LO range), linear and never chosen for SDP;
+- LE table (65 entries): exponent mode (entry i = f(2^i), a fallback for inputs above the LO
+  range);
 - priorities make LO win whenever it hits (HYBRID = LO) and under/overflow clamp to the table ends
   (slopes 0).
+Every design carries its measured error (`Lut.measured`) for the scenario report.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Callable
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
 
 import numpy as np
 
@@ -52,6 +57,9 @@ class Lut:
     uflow_priority: str = "LE"             # "LE" or "LO"
     oflow_priority: str = "LE"
     hybrid_priority: str = "LE"
+    # How well the tables fit their function, measured on the bit-exact kernel (function,
+    # range, max_error, rms_error in the function's units, design); reports show it.
+    measured: dict | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
         if len(self.le_table) != LE_ENTRIES or len(self.lo_table) != LO_ENTRIES:
@@ -126,7 +134,42 @@ def lrn_lut(local_size: int, alpha: float, beta: float, k: float, in_scale: floa
             max_input: int = 128) -> LrnLutDesign:
     """f(ss) = (k + alpha/n * ss * in_scale^2)^-beta over the integer square sums ss of an INT8
     (or, with max_input 32768, INT16) input (|x| <= max_input) -- the factor LRN multiplies each
-    input by."""
+    input by.  Both the hand design (`lrn_lut_hand`) and, where the square sums fit the 32-bit
+    range `nvdla_sim.lut.fit` takes (INT8), the fitted table are measured on the bit-exact CDP
+    kernel (`nvdla_sim.lut.cdp`); the smaller max error (then RMS) wins."""
+    return _lrn_best(local_size, float(alpha), float(beta), float(k), float(in_scale),
+                     int(max_input))
+
+
+@lru_cache(maxsize=64)
+def _lrn_best(local_size: int, alpha: float, beta: float, k: float, in_scale: float,
+              max_input: int) -> LrnLutDesign:
+    from ..lut.cdp import measure_cdp_lut
+    from ..lut.functions import Function
+    hand = lrn_lut_hand(local_size, alpha, beta, k, in_scale, max_input)
+    coeff = alpha / local_size * in_scale * in_scale
+
+    def f(ss):
+        return np.power(k + coeff * np.asarray(ss, np.float64), -beta)
+
+    name = f"(k + alpha/n ss s^2)^-beta, n={local_size} alpha={alpha:g} beta={beta:g} k={k:g}"
+    candidates = [(hand.lut, "LO linear + LE exponent (hand design)")]
+    if hand.max_square_sum < (1 << 31) - 1:
+        from ..lut.fit import fit
+        fitted = fit(Function("lrn", name, f), (0.0, hand.max_square_sum), "int8", FIT_HARDWARE,
+                     in_scale=1.0, out_scale=hand.entry_lsb)
+        candidates.append((fitted.lut, f"{fitted.design.description} (lut.fit)"))
+    measured = [replace(lut, measured=measure_cdp_lut(lut, f, hand.entry_lsb, hand.max_square_sum,
+                                                      "LRN", design))
+                for lut, design in candidates]
+    best = min(measured, key=lambda lut: (lut.measured["max_error"], lut.measured["rms_error"]))
+    return LrnLutDesign(best, hand.entry_lsb, hand.max_square_sum)
+
+
+def lrn_lut_hand(local_size: int, alpha: float, beta: float, k: float, in_scale: float,
+                 max_input: int = 128) -> LrnLutDesign:
+    """The hand LRN design: LO linear over every square sum of the input type, LE exponent
+    (entry i = f(2^i)) behind it, LO wins when it hits, slopes 0."""
     if k <= 0 and beta > 0:
         raise NvdlaSimError(f"LRN k={k} must be > 0")
     coeff = alpha / local_size * in_scale * in_scale
@@ -190,41 +233,37 @@ def lrn_lut_fp16(local_size: int, alpha: float, beta: float, k: float,
     return LrnLutDesign(lut, 1.0, max_ss)
 
 
-# -- SDP: sigmoid and tanh through the LO table ----------------------------------------------
+# -- SDP: sigmoid and tanh, fitted by nvdla_sim.lut.fit ---------------------------------------
 @dataclass(frozen=True)
 class ActivationLutDesign:
     lut: Lut
     entry_lsb: float         # real value of one unit of a table entry
 
 
-ACTIVATIONS: dict[str, tuple[Callable[[np.ndarray], np.ndarray], float]] = {
-    # function, half-width of the input range where it is not yet flat (to within 2^-12)
-    "sigmoid": (lambda x: 1.0 / (1.0 + np.exp(-x)), 8.5),
-    "tanh": (np.tanh, 4.5),
-}
+# Half-width of the fitted input range: where the function is within 2.5e-7 of its
+# asymptote (1/130 of an entry unit), so the fitted under/overflow slopes (its tangent there) round to 0 and inputs
+# beyond the range stay on the asymptote (docs/precision.md: measured errors).
+ACTIVATIONS: dict[str, float] = {"sigmoid": 16.0, "tanh": 8.0}
+FIT_HARDWARE = "nv_large"    # any preset with the SDP LUT: the tables do not depend on it
 
 
 def activation_lut(function: str, in_scale: float,
                    int_range: tuple[int, int] | None = None) -> ActivationLutDesign:
-    """A table for sigmoid/tanh of an int32 SDP value x whose real value is x * in_scale: LO
-    linear over the inputs where the function is not flat (or `int_range`), ends clamped."""
+    """A table for sigmoid/tanh of an int32 SDP value x whose real value is x * in_scale, entries
+    in units of 1/32767: `nvdla_sim.lut.fit` over +-ACTIVATIONS[function] (or `int_range`),
+    the best of its designs as measured on the bit-exact SDP kernel."""
     if function not in ACTIVATIONS:
         raise NvdlaSimError(f"no LUT design for '{function}' (known: {', '.join(ACTIVATIONS)})")
-    fn, half_width = ACTIVATIONS[function]
     if int_range is None:
-        reach = int(math.ceil(half_width / in_scale))
-        int_range = (-reach, reach)
-    lo, hi = int_range
-    select = index_select_for(hi - lo, LO_ENTRIES)
-    start = (lo + hi) // 2 - (LO_ENTRIES - 1) // 2 * (1 << select)
-    end = start + (LO_ENTRIES - 1) * (1 << select)
-    if start < -(1 << 31) or end >= (1 << 31):
-        raise NvdlaSimError(f"{function}: input range {int_range} does not fit the 32-bit LUT")
-    points = (start + np.arange(LO_ENTRIES, dtype=np.float64) * (1 << select)) * in_scale
-    table = _int16(fn(points) * INT16_MAX)
-    # LE: linear, starting above every input so it always underflows and LO decides.
-    lut = Lut(le_table=(0,) * LE_ENTRIES, lo_table=table, le_function="LINEAR",
-              le_index_select=0, lo_index_select=select, le_start=(1 << 31) - 1,
-              le_end=(1 << 31) - 1, lo_start=start, lo_end=end,
-              uflow_priority="LO", oflow_priority="LO", hybrid_priority="LO")
-    return ActivationLutDesign(lut, 1.0 / INT16_MAX)
+        half = ACTIVATIONS[function]
+        x_range = (-half, half)
+    else:
+        x_range = (int_range[0] * in_scale, int_range[1] * in_scale)
+    return ActivationLutDesign(_fitted(function, float(in_scale), x_range), 1.0 / INT16_MAX)
+
+
+@lru_cache(maxsize=64)
+def _fitted(function: str, in_scale: float, x_range: tuple[float, float]) -> Lut:
+    from ..lut.fit import fit
+    return fit(function, x_range, "int8", FIT_HARDWARE, in_scale=in_scale,
+               out_scale=1.0 / INT16_MAX).lut

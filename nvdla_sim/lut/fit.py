@@ -26,7 +26,7 @@ registers handed out reproduce the reported errors.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -544,6 +544,9 @@ def fit(function: str | Function, x_range: tuple[float, float], precision: str |
             attempt(dense)
     design, lut, lut_m = min(tried, key=lambda t: (t[2].max_error, t[2].rms_error))
 
+    lut = replace(lut, measured={"function": fn.name, "range": (lo, hi),
+                                 "max_error": lut_m.max_error, "rms_error": lut_m.rms_error,
+                                 "design": design.description})
     cvt, output_scale = _output_converter(ctx)
     out_m = _measure(ctx, lut, dtype, cvt, output_scale)
     return LutFit(fn, (lo, hi), dtype, hw, design, lut, ctx.in_scale, ctx.out_scale, cvt,

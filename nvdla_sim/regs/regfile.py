@@ -56,6 +56,9 @@ class UnitRegisters:
         self.consumer = 0
         # Hooks the engine installs: called after a write lands (offset, value, group).
         self.write_hooks: dict[int, Callable[[int, int], None]] = {}
+        # Observers of hardware-side updates (reg name, value, group): report/statistics.py
+        # takes each layer's statistics registers as the unit writes them.
+        self.update_hooks: list[Callable[[str, int, int | None], None]] = []
         for reg in definition.regs.values():
             self._store(reg, None)[reg.offset] = reg.reset_value
 
@@ -91,6 +94,8 @@ class UnitRegisters:
         """Hardware-side update (status, counters, OP_EN clear): bypasses the access rules."""
         reg = self.definition.regs[reg_name]
         self._store(reg, group)[reg.offset] = value & 0xFFFFFFFF
+        for hook in self.update_hooks:
+            hook(reg_name, value & 0xFFFFFFFF, group)
 
     def view(self, group: int) -> GroupView:
         return GroupView(self, group)

@@ -48,6 +48,10 @@ class LayerRow:
     note: str = ""
     energy_uj: float | None = None     # nvdla_sim/energy: this row's energy (docs/energy.md)
     energy: dict | None = None         # its split by component, event counts, pJ/MAC, share
+    statistics: dict | None = None     # UNIT.REG -> counts summed over its hardware layers
+                                       # (report/statistics.py); None: not counted (timing only)
+    stats_flags: list[str] = field(default_factory=list)   # saturation / LUT range flags
+    luts: list | None = None           # each LUT: measured error, hit counts
 
 
 @dataclass
@@ -164,6 +168,7 @@ def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanRes
                                 bound=max(told, key=lambda t: t.cycles).bound if told else None,
                                 cbuf_refetch=any(t.cbuf_refetch for t in ts))
             r.bound = classify_bound(whole, r.macs, macs_per_cycle, bytes_per_cycle)
+        attach_statistics(r, plan, layers, timing)
         out_tensor = ops[-1]
         if reference is not None and values is not None and out_tensor in values:
             ref = reference[out_tensor]
@@ -239,6 +244,7 @@ def format_console(rep: Report) -> str:
     from ..energy.report import console_lines
     lines += console_lines(rep)
     lines += host_lines(rep)
+    lines += statistics_lines(rep)
     return "\n".join(lines)
 
 
@@ -247,6 +253,9 @@ CSV_COLUMNS = ("layer", "device", "kinds", "hw_layers", "precision", "macs", "cy
 from ..host.end_to_end import attach_host, host_lines  # noqa: E402
 from ..energy.report import CSV_COLUMNS as _ENERGY_COLUMNS, csv_values as _energy_values  # noqa: E402
 CSV_COLUMNS += _ENERGY_COLUMNS
+from .statistics import STATS_CSV_COLUMNS, attach_statistics, any_counter_nonzero, \
+    statistics_lines, stats_csv_values  # noqa: E402
+CSV_COLUMNS += STATS_CSV_COLUMNS
 
 
 def write_csv(rep: Report, path: Path) -> None:
@@ -257,6 +266,7 @@ def write_csv(rep: Report, path: Path) -> None:
             d = asdict(r)
             d["hw_layers"] = " ".join(r.hw_layers)
             d.update(_energy_values(r))
+            d.update(stats_csv_values(r))
             w.writerow(["" if d[c] is None else d[c] for c in CSV_COLUMNS])
 
 
@@ -286,6 +296,10 @@ def write_reports(rep: Report, prep, result: PlanResult | None, out_dir: Path) -
             from ..energy.plots import plot_layer_energy
             written.append(out_dir / "layer_energy.png")
             plot_layer_energy(rep, written[-1])
+        if any_counter_nonzero(rep):
+            from .plots import plot_layer_statistics
+            written.append(out_dir / "layer_statistics.png")
+            plot_layer_statistics(rep, written[-1])
     if spec.timeline and result is not None and result.engine_result is not None:
         from .timeline import memory_tracks, network_layer_spans, plot_utilization, write_trace_events
         engine = result.engine_result.engine
