@@ -3,6 +3,7 @@
     import nvdla_sim
     r = nvdla_sim.run("model.onnx", hardware="nv_large", precision="int8")
     r.total_cycles, r.ms, r.fps, r.lowest_sqnr
+    nvdla_sim.run("model.onnx", hardware="nv_full", batch=16)   # 16 images, one program; fps = images/s
     r.to_pandas()                 # one row per network layer (needs pandas)
     r.outputs["prob_1"]           # {"reference": float32 array, "dla": dequantised DLA result}
 
@@ -50,7 +51,13 @@ class RunReport:
 
     @property
     def fps(self) -> float | None:
+        """Images per second (a batch: its images over its latency `ms`)."""
         return self.report.fps
+
+    @property
+    def batch(self) -> int:
+        """Images the run took through one register program (outputs stacked (N, ...))."""
+        return self.report.batch
 
     @property
     def total_macs(self) -> int:
@@ -113,15 +120,14 @@ def scenario_dict(model: str | Path, *, hardware: str = "nv_large", precision: s
     model = Path(model)
     if precision not in PRECISIONS:
         raise NvdlaSimError(f"precision '{precision}' (choose one of {', '.join(PRECISIONS)})")
-    if batch != 1:
-        raise NvdlaSimError(f"batch {batch}: scenarios run one image (the scenario YAML has no "
-                            "batch field yet; use batch 1)")
     name = name or model.stem
     d: dict[str, Any] = {"name": name, "hardware": hardware}
     if clock_mhz is not None:
         d["clock_mhz"] = clock_mhz
     d["network"] = {"onnx": str(model.resolve())}
     d["precision"] = precision
+    if batch != 1:
+        d["batch"] = batch                    # checked by the schema (hardware, 1..32)
     d["input"] = {"npy": str(Path(input).resolve())} if input is not None else {"seed": input_seed}
     if weights_seed is not None:
         d["weights"] = {"seed": int(weights_seed)}
@@ -134,6 +140,7 @@ def scenario_dict(model: str | Path, *, hardware: str = "nv_large", precision: s
 
 def _network_outputs(prep, values) -> dict[str, dict[str, np.ndarray]]:
     net = prep.network
+    batch = prep.scenario.batch
     names = getattr(net, "onnx_outputs", None) or {t: t for t in net.outputs}
     dims = getattr(net, "onnx_output_dims", {})
     out: dict[str, dict[str, np.ndarray]] = {}
@@ -144,6 +151,8 @@ def _network_outputs(prep, values) -> dict[str, dict[str, np.ndarray]]:
         if values is not None and tensor in values:
             arrays["dla"] = np.asarray(values[tensor], np.float32)
         shape = dims.get(onnx_name)         # the ONNX output's own shape (batch included)
+        if shape is not None and batch > 1 and shape and shape[0] == 1:
+            shape = (batch,) + tuple(shape[1:])     # N images of the model's one
         if shape is not None:
             arrays = {k: v.reshape(shape) if v.size == int(np.prod(shape)) else v
                       for k, v in arrays.items()}
@@ -154,30 +163,35 @@ def _network_outputs(prep, values) -> dict[str, dict[str, np.ndarray]]:
 
 def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
         precision: str | None = None, mode: str | None = None, gpu_fallback: bool | None = None,
-        input: str | Path | None = None, weights_seed: int | None = None, batch: int = 1,
-        out_dir: str | Path | None = None, quiet: bool = True) -> RunReport:
+        input: str | Path | None = None, weights_seed: int | None = None,
+        batch: int | None = None, out_dir: str | Path | None = None,
+        quiet: bool = True) -> RunReport:
     """Run an ONNX model, a scenario YAML file or a scenario dict; return a `RunReport`.
 
     For a model, arguments left None take their defaults (nv_large, int8, values+timing, GPU
-    fallback on, the model's own weights); for a scenario they override its fields.
+    fallback on, the model's own weights, batch 1); for a scenario they override its fields.
+    `batch` N runs N images through one register program (hardware with the batch feature:
+    nv_full); `fps` is then images/s and each output is stacked (N, ...).
     `quiet` leaves the console table out (the CLI prints it).
     """
     import contextlib
     import io
 
-    from .scenario.runner import dla_tensors, prepare
+    from .scenario.runner import batch_values, prepare
     from .scenario.schema import parse_scenario
     from .yaml_file import read_yaml
 
     src = model_or_scenario
     base = Path(".")
+    model = not isinstance(src, dict) and str(src).lower().endswith(".onnx")
     if isinstance(src, dict):
         data = dict(src)
-    elif str(src).lower().endswith(".onnx"):
+    elif model:
         data = scenario_dict(src, hardware=hardware or "nv_large", precision=precision or "int8",
                              mode=mode or "values+timing",
                              gpu_fallback=True if gpu_fallback is None else gpu_fallback,
-                             input=input, weights_seed=weights_seed, batch=batch, out_dir=out_dir)
+                             input=input, weights_seed=weights_seed, batch=batch or 1,
+                             out_dir=out_dir)
     else:
         path = Path(src)
         data = read_yaml(path, "scenario file")
@@ -192,6 +206,8 @@ def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
             data["input"] = {"npy": str(Path(input).resolve())}
         if weights_seed is not None:
             data["weights"] = {"seed": int(weights_seed)}
+    if batch is not None and not model:
+        data["batch"] = batch                 # overrides a scenario's field
     scn = parse_scenario(data, base, str(data.get("name", "scenario")))
     if out_dir is not None:
         scn.outputs.directory = Path(out_dir)
@@ -203,7 +219,7 @@ def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
     from .scenario.runner import context
     with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
         result = lower_and_run(prep.plan, context(prep))
-    values = dla_tensors(prep.plan, result.outputs) if scn.values else None
+    values = batch_values(prep.plan, result) if scn.values else None
     report = build_report(prep, result, values)
     _plain_numbers(report)
     write_reports(report, prep, result, scn.outputs.directory)

@@ -204,9 +204,8 @@ def cmd_conformance(args) -> int:
 
 def cmd_run(args) -> int:
     overrides = (args.hardware, args.precision, args.mode, args.gpu_fallback, args.input,
-                 args.weights_seed, args.save_outputs, args.save_scenario)
-    if not str(args.scenario).lower().endswith(".onnx") and all(v is None for v in overrides) \
-            and args.batch == 1:
+                 args.weights_seed, args.save_outputs, args.save_scenario, args.batch)
+    if not str(args.scenario).lower().endswith(".onnx") and all(v is None for v in overrides):
         from .scenario.runner import execute, prepare
         from .scenario.schema import load_scenario
         scn = load_scenario(args.scenario)
@@ -365,7 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
                                               "(field input.npy; default a seeded random image)")
     s.add_argument("--weights-seed", type=int, help="seeded random weights instead of the model's "
                                                     "(field weights.seed)")
-    s.add_argument("--batch", type=int, default=1, help="images per inference (only 1 for now)")
+    s.add_argument("--batch", type=int, metavar="N",
+                   help="N images through one register program (field batch; 1..32 on hardware "
+                        "with the batch feature, e.g. nv_full); --input then holds (N, C, H, W)")
+    s.add_argument("--host", metavar="PROFILE",
+                   help="host profile (name or YAML file; scenario field host) of the end-to-end "
+                        "time printed beside the hardware time")
     s.add_argument("--save-outputs", type=Path, metavar="DIR",
                    help="write each network output as NAME.reference.npy and NAME.dla.npy")
     s.add_argument("--save-scenario", type=Path, metavar="FILE",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -119,7 +120,8 @@ def test_cli_model_run_saves_outputs_and_a_scenario_that_round_trips(model_path,
 
 @pytest.mark.parametrize("argv, message", [
     (["--fp16", "--hardware", "nv_large"], "fp16"),
-    (["--batch", "4"], "batch 4: scenarios run one image"),
+    (["--batch", "4", "--hardware", "nv_small"], "batch: nv_small has no batch feature"),
+    (["--batch", "33", "--hardware", "nv_full"], "batch: must be <= 32"),
     (["--no-gpu-fallback"], "layer 'sh' (shuffle) cannot run on the DLA"),
 ])
 def test_cli_errors_are_one_line(model_path, tmp_path, capsys, argv, message):
@@ -130,9 +132,54 @@ def test_cli_errors_are_one_line(model_path, tmp_path, capsys, argv, message):
 
 def test_unsupported_pad_mode_names_the_node():
     m = small_model()
-    m.graph.node[0].attribute[0].s = b"reflect"
-    with pytest.raises(NvdlaSimError, match=r"node 'xp' \(Pad\): 'reflect' padding"):
+    m.graph.node[0].attribute[0].s = b"wrap"
+    with pytest.raises(NvdlaSimError, match=r"node 'xp' \(Pad\): 'wrap' padding"):
         import_model(m, "small.onnx")
+
+
+def pad_split_model(mode: str):
+    """Reflect/edge Pad -> conv -> Split into 3 channel parts -> a conv on one part, the parts
+    concatenated back: the Pad and the Split run on the GPU, the rest on the DLA."""
+    nodes = [
+        helper.make_node("Pad", ["x", "pads"], ["xp"], mode=mode),
+        helper.make_node("Conv", ["xp", "w1"], ["c1"]),
+        helper.make_node("Relu", ["c1"], ["r1"]),
+        helper.make_node("Split", ["r1", "sizes"], ["p0", "p1", "p2"], axis=1),
+        helper.make_node("Conv", ["p1", "w2"], ["c2"], pads=[1, 1, 1, 1]),
+        helper.make_node("Concat", ["p0", "c2", "p2"], ["cat"], axis=1),
+        helper.make_node("Conv", ["cat", "w3"], ["y"])]
+    inits = [i64("pads", [0, 0, 2, 1, 0, 0, 1, 2]), i64("sizes", [16, 40, 8]),
+             f32("w1", RNG.standard_normal((64, 3, 3, 3)) * 0.3),
+             f32("w2", RNG.standard_normal((24, 40, 3, 3)) * 0.1),
+             f32("w3", RNG.standard_normal((10, 48, 1, 1)) * 0.3)]
+    g = helper.make_graph(nodes, "padsplit", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 9, 9])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10, 10, 10])],
+                          initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+@pytest.mark.parametrize("mode", ["reflect", "edge"])
+def test_reflect_edge_pad_and_split_run_on_the_gpu_and_match_onnxruntime(mode, tmp_path):
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (a test dependency) is not installed")
+    path = tmp_path / "m.onnx"
+    onnx.save(pad_split_model(mode), str(path))
+    x = RNG.standard_normal((1, 3, 9, 9)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = nvdla_sim.run(path, hardware="nv_large", input=tmp_path / "x.npy", out_dir=tmp_path / "o")
+    assert set(r.gpu_fallback) == {"xp", "p0", "p1", "p2"}
+    assert f"{mode} padding: the DLA pads with a constant only" in r.gpu_fallback["xp"]
+    assert all("channel split" in r.gpu_fallback[p] for p in ("p0", "p1", "p2"))
+    (theirs,) = ort.InferenceSession(path.read_bytes(), providers=["CPUExecutionProvider"]) \
+        .run(None, {"x": x})
+    np.testing.assert_allclose(r.outputs["y"]["reference"], theirs, rtol=1e-3, atol=1e-5)
+    assert r.output_sqnr["y"] > 25
+
+
+def test_split_off_the_channel_axis_is_a_one_line_error():
+    m = pad_split_model("edge")
+    m.graph.node[3].attribute[0].i = 2
+    with pytest.raises(NvdlaSimError, match=r"node '.*' \(Split\): split along axis 2 \(only channels"):
+        import_model(m, "m.onnx")
 
 
 def test_opset_conversion_keeps_the_network():
@@ -208,3 +255,14 @@ def test_hostile_models_fail_in_one_line_or_match_onnxruntime():
         np.testing.assert_allclose(got.reshape(theirs.shape), theirs, rtol=1e-3, atol=1e-5)
         compared += 1
     assert failures > 10 and compared > 5
+
+
+def test_shipped_zoo_scenario_names_the_model_without_a_path():
+    from nvdla_sim.scenario.schema import load_scenario, parse_scenario
+    path = Path(__file__).resolve().parents[1] / "scenarios" / "squeezenet_zoo_nv_large.yaml"
+    scn = load_scenario(path)
+    assert scn.network.source == "onnx" and scn.network.path.name == "light_squeezenet.onnx"
+    assert scn.network.path.is_file()
+    with pytest.raises(NvdlaSimError, match=r"network.onnx_zoo: unknown model 'lenet' \(this onnx "
+                                            r"package ships: .*squeezenet"):
+        parse_scenario({"hardware": "nv_large", "network": {"onnx_zoo": "lenet"}}, Path("."))

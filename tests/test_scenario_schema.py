@@ -34,7 +34,7 @@ def test_shipped_scenarios_are_valid(path):
     # the precision is in the file name when it is not INT8
     assert scn.precision == next((p for p in ("int16", "fp16") if p in path.stem), "int8")
     assert scn.hardware.name in path.stem
-    assert scn.network.source == "layers" or scn.network.builtin in path.stem
+    assert scn.network.source == "layers" or (scn.network.builtin or scn.network.name) in path.stem
 
 
 @pytest.mark.parametrize("path", SWEEPS, ids=[p.stem for p in SWEEPS])

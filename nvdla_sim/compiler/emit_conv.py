@@ -136,6 +136,16 @@ class PartialH:
 
 
 @dataclass(frozen=True)
+class ConvBatch:
+    """N images through one hardware layer with the same weights (BATCH_NUMBER = N - 1): input
+    cubes `src_stride` bytes apart (CDMA BATCH_STRIDE), output cubes `dst_stride` apart (SDP
+    DST_BATCH_STRIDE).  The CDMA loads every image into the data banks, line by line."""
+    images: int
+    src_stride: int
+    dst_stride: int
+
+
+@dataclass(frozen=True)
 class CbufPlan:
     entry_per_slice: int
     data_banks: int
@@ -191,12 +201,14 @@ def partial_heights(in_h: int, lines_per_part: int, dilated_r: int, stride: int,
 
 def plan_cbuf(hw: HardwareConfig, channels: int, in_h: int, in_w: int, kernels: int,
               bytes_per_kernel: int, dilated_r: int, stride_y: int, pad_top: int,
-              pad_bottom: int, eps: int | None = None, dtype: DataType = INT8) -> CbufPlan:
+              pad_bottom: int, eps: int | None = None, dtype: DataType = INT8,
+              images: int = 1) -> CbufPlan:
     """Bank split and partial-height split of one convolution (see the module doc); `eps`
-    overrides ENTRY_PER_SLICE (image input); `bytes_per_kernel` in bytes of `dtype` elements."""
+    overrides ENTRY_PER_SLICE (image input); `bytes_per_kernel` in bytes of `dtype` elements;
+    `images` > 1: a batch, every image's lines in the data banks (no partial-height split)."""
     banks, depth = hw.cbuf.banks, hw.cbuf.bank_depth
     eps = eps or entry_per_slice(hw, channels, in_w, dtype)
-    data_needed = -(-eps * in_h // depth)
+    data_needed = -(-eps * in_h * images // depth)
     wt_all = weight_banks(hw, kernels, bytes_per_kernel)
     wt_group = weight_banks(hw, kernel_group(hw, dtype), bytes_per_kernel)
     out_h = _out_size(in_h, pad_top, pad_bottom, dilated_r, stride_y)
@@ -205,6 +217,9 @@ def plan_cbuf(hw: HardwareConfig, channels: int, in_h: int, in_w: int, kernels: 
         if wt + data_needed <= banks:
             return CbufPlan(eps, data_needed, wt, "full" if wt >= wt_all else mode, whole,
                             keep_weights=False)
+    if images > 1:
+        raise NvdlaSimError(f"a batch of {images} images needs {data_needed} data banks beside "
+                            f"{wt_group} weight banks, {hw.name} has {banks}")
     # Partial height: the weights take what they need, the data the rest.
     for mode, wt in (("full", wt_all), ("ping-pong", 2 * wt_group), ("one-group", wt_group)):
         data_banks = banks - wt
@@ -296,8 +311,10 @@ def _check(layer: ConvLayer, src: TensorPlacement, dst: TensorPlacement) -> Conv
 
 def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: CbufPlan,
                part: PartialH, src: TensorPlacement, dst: TensorPlacement, weights: Buffer,
-               weight_reuse: bool, skip_weight_release: bool) -> None:
+               weight_reuse: bool, skip_weight_release: bool,
+               batch: ConvBatch | None = None) -> None:
     """Registers of CACC, CMAC_A/B, CSC and CDMA for one part (conv.c order)."""
+    batches = batch.images - 1 if batch is not None else 0
     c_pixel = pixel_channels(src.channels) if layer.image else 0
     data_format = "PIXEL" if layer.image else "FEATURE"
     data_channels = c_pixel or src.channels
@@ -307,7 +324,7 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     b.reg("CACC", "D_DATAOUT_SIZE_0", DATAOUT_WIDTH=dst.width - 1, DATAOUT_HEIGHT=dst.height - 1)
     b.reg("CACC", "D_DATAOUT_SIZE_1", DATAOUT_CHANNEL=dst.channels - 1)
     b.word("CACC", "D_DATAOUT_ADDR", dst.address & 0xFFFFFFFF)
-    b.reg("CACC", "D_BATCH_NUMBER", BATCHES=0)
+    b.reg("CACC", "D_BATCH_NUMBER", BATCHES=batches)
     # v2 CACC writes no memory; its 24-bit stride fields keep what fits, as conv.c writes them.
     b.word("CACC", "D_LINE_STRIDE", dst.line_stride)
     b.word("CACC", "D_SURF_STRIDE", dst.surf_stride)
@@ -325,7 +342,7 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     b.reg("CSC", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=src.width - 1,
           DATAIN_HEIGHT_EXT=src.height - 1)
     b.reg("CSC", "D_DATAIN_SIZE_EXT_1", DATAIN_CHANNEL_EXT=data_channels - 1)
-    b.reg("CSC", "D_BATCH_NUMBER", BATCHES=0)
+    b.reg("CSC", "D_BATCH_NUMBER", BATCHES=batches)
     b.reg("CSC", "D_POST_Y_EXTENSION", Y_EXTENSION=0)
     b.reg("CSC", "D_ENTRY_PER_SLICE", ENTRIES=plan.entry_per_slice - 1)
     b.reg("CSC", "D_WEIGHT_FORMAT", WEIGHT_FORMAT="UNCOMPRESSED")
@@ -366,8 +383,8 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     b.word("CDMA", "D_SURF_STRIDE", src.surf_stride)
     b.word("CDMA", "D_LINE_UV_STRIDE", 0)
     b.reg("CDMA", "D_DAIN_MAP", LINE_PACKED=int(src.line_packed), SURF_PACKED=int(src.surf_packed))
-    b.reg("CDMA", "D_BATCH_NUMBER", BATCHES=0)
-    b.word("CDMA", "D_BATCH_STRIDE", 0)
+    b.reg("CDMA", "D_BATCH_NUMBER", BATCHES=batches)
+    b.word("CDMA", "D_BATCH_STRIDE", batch.src_stride if batch is not None else 0)
     b.reg("CDMA", "D_ENTRY_PER_SLICE", ENTRIES=plan.entry_per_slice - 1)
     b.reg("CDMA", "D_FETCH_GRAIN", GRAINS=0)
     b.reg("CDMA", "D_WEIGHT_FORMAT", WEIGHT_FORMAT="UNCOMPRESSED")
@@ -422,8 +439,9 @@ def place_weights(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer) -> Buff
     return buf
 
 
-def conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement) -> CbufPlan:
-    """The CBUF plan `emit_conv` uses for `layer` reading `src`."""
+def conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement,
+                   images: int = 1) -> CbufPlan:
+    """The CBUF plan `emit_conv` uses for `layer` reading `src` (`images` of a batch)."""
     k, c, r, s = np.shape(layer.weights)
     dtype = layer.dtype
     dilated_r = (r - 1) * layer.dilation[0] + 1
@@ -437,17 +455,22 @@ def conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement) -
         return plan_cbuf(hw, c_pixel, src.height, src.width, k, r * s * c_pixel, dilated_r,
                          layer.stride[0], layer.pad[0], layer.pad[2], eps=eps)
     return plan_cbuf(hw, c, src.height, src.width, k, c * r * s * dtype.bytes, dilated_r,
-                     layer.stride[0], layer.pad[0], layer.pad[2], dtype=dtype)
+                     layer.stride[0], layer.pad[0], layer.pad[2], dtype=dtype, images=images)
 
 
 def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: TensorPlacement,
               dst: TensorPlacement, pdp: tuple[PdpLayer, TensorPlacement] | None = None,
-              weights: Buffer | None = None) -> list[str]:
+              weights: Buffer | None = None, batch: ConvBatch | None = None) -> list[str]:
     """The hardware layer(s) of one convolution (several when CBUF needs a partial-height split);
     `dst` is the convolution output (or, with `pdp`, the cube the SDP streams to the fused PDP
-    layer, which writes pdp[1]).  Returns the completion sync id of each hardware layer."""
+    layer, which writes pdp[1]).  `batch`: `src`/`dst` are image 0 of a batch run as one
+    hardware layer (feature input, no fused PDP).  Returns the completion sync id of each
+    hardware layer."""
     geo = _check(layer, src, dst)
-    plan = conv_cbuf_plan(b.hw, layer, src)
+    if batch is not None and (layer.image or pdp is not None):
+        raise NvdlaSimError(f"{layer.name}: a batch runs on feature input into memory (no image "
+                            "input, no PDP on the fly)")
+    plan = conv_cbuf_plan(b.hw, layer, src, batch.images if batch is not None else 1)
     if plan.split and pdp is not None:
         raise NvdlaSimError(f"{layer.name}: a convolution split by height cannot feed PDP on the "
                             "fly (its SDP output is written per part)")
@@ -471,10 +494,11 @@ def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: Tensor
         last = i == len(plan.parts) - 1
         write_conv(b, geo, layer, plan, part, src_part, dst_part, weights,
                    weight_reuse=plan.keep_weights and i > 0,
-                   skip_weight_release=plan.keep_weights and not last)
+                   skip_weight_release=plan.keep_weights and not last, batch=batch)
         sdp_shape = (dst_part.channels, dst_part.height, dst_part.width)
         write_sdp(b, alloc, flying_sdp, sdp_shape, None,
-                  None if pdp is not None else dst_part, pdp)
+                  None if pdp is not None else dst_part, pdp,
+                  batch=(batch.images, batch.dst_stride) if batch is not None else None)
         b.poll("CDMA", "S_CBUF_FLUSH_STATUS", 1)
         if "SDP_RDMA" in groups:
             b.enable("SDP_RDMA")

@@ -212,11 +212,16 @@ def sdp_needs_rdma(layer: SdpLayer, flying: bool) -> bool:
 
 def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple[int, int, int],
               src: TensorPlacement | None, dst: TensorPlacement | None,
-              pdp: tuple[PdpLayer, TensorPlacement] | None = None) -> None:
+              pdp: tuple[PdpLayer, TensorPlacement] | None = None,
+              batch: tuple[int, int] | None = None) -> None:
     """SDP_RDMA (when it runs) and SDP registers of a layer over a (C, H, W) cube.  `src` None:
     the input comes on the fly from CACC; `pdp` given: the output streams to that PDP layer
-    (`dst` is then None) whose registers are written too."""
+    (`dst` is then None) whose registers are written too; `batch` (images, DST_BATCH_STRIDE
+    bytes): a batched convolution's cubes, image b written at dst + b x stride."""
     flying = src is None
+    batches = batch[0] - 1 if batch is not None else 0
+    if batches and (not flying or pdp is not None or dst is None):
+        raise NvdlaSimError(f"{layer.name}: a batch comes from the CACC on the fly into memory")
     for kind in ("x1", "x2", "y"):
         _check_stage(layer.name, getattr(layer, kind), kind)
     y = layer.y
@@ -247,7 +252,7 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
     if sdp_needs_rdma(layer, flying):
         b.reg("SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
               WINOGRAD="OFF", IN_PRECISION=precision, OUT_PRECISION=out_type.name,
-              PROC_PRECISION=precision)
+              PROC_PRECISION=precision, **({"BATCH_NUMBER": batches} if batches else {}))
         b.reg("SDP_RDMA", "D_DATA_CUBE_WIDTH", WIDTH=w - 1)
         b.reg("SDP_RDMA", "D_DATA_CUBE_HEIGHT", HEIGHT=h - 1)
         b.reg("SDP_RDMA", "D_DATA_CUBE_CHANNEL", CHANNEL=c - 1)
@@ -284,7 +289,10 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
         _write_x_stage(b, kind, getattr(layer, kind), dtype)
     _write_y_stage(b, layer.y, dtype)
     b.reg("SDP", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
-          OUTPUT_DST="PDP" if pdp is not None else "MEM", WINOGRAD="OFF")
+          OUTPUT_DST="PDP" if pdp is not None else "MEM", WINOGRAD="OFF",
+          **({"BATCH_NUMBER": batches} if batches else {}))
+    if batches:
+        b.word("SDP", "D_DST_BATCH_STRIDE", batch[1])
     b.reg("SDP", "D_DST_DMA_CFG", DST_RAM_TYPE=dst.ram_type if dst is not None else 1)
     b.reg("SDP", "D_DATA_FORMAT", PROC_PRECISION=precision, OUT_PRECISION=out_type.name)
     cvt = layer.out_cvt

@@ -907,6 +907,7 @@ class LoweringContext:
                                        # int16 or float16), in its stored layout
     gpu_fallback: object = None        # callable(layer, {tensor: stored-layout cube}) -> output cube
     timeline: bool = False             # keep the engine's activity log for the timeline plot
+    batch: int = 1                     # images of one run; input_int8 is then (N, C, H, W)
 
 
 @dataclass
@@ -939,3 +940,4 @@ class PlanResult:
                                        # (stored channels, H, W) of the plan's element type as the
                                        # DLA left it in memory
     engine_result: object = None       # engine.RunResult (activity log, transfers) for the timeline
+    batch_outputs: list = field(default_factory=list)   # batch > 1: `outputs` of each image

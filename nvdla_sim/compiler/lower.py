@@ -14,6 +14,14 @@ network, which runs on the engine; `lower_and_run` is the hook `scenario/runner.
                       CVSRAM bytes and unit busy cycles are read, and in values mode its outputs
                       are read back and GPU-fallback layers are computed and written to memory
 
+A batch (`ctx.batch` N > 1) runs N images through the same program: every buffer holds N cubes
+one *batch stride* apart (`Lowered.batch_strides`).  A direct convolution on feature input
+whose N input cubes fit the CBUF data banks beside its weights (no partial-height split, no
+fused PDP, no Winograd, no per-element SDP operand) is ONE hardware layer with BATCH_NUMBER =
+N - 1: the weights are fetched once and serve every image (in the networks, the fully
+connected layers).  Every other step is repeated image by image, layer by layer, with the
+weights placed once.
+
 A fused PDP that the hardware cannot feed on the fly (the convolution needs a CBUF partial-height
 split, or the pooled line is wider than the PDP line buffer) is *unfused*: the SDP writes a
 temporary cube to DRAM and the PDP reads it as a separate step (noted in the layer's notes).
@@ -35,12 +43,14 @@ from ..errors import NvdlaSimError
 from ..program import IntrNotify, RegisterProgram, RegWrite, SyncWait
 from .emit import ProgramBuilder, cube_image, read_output
 from .emit_cdp import emit_cdp
-from .emit_conv import ConvLayer, conv_cbuf_plan, emit_conv, image_placement, pixel_channels
+from .emit_conv import ConvBatch, ConvLayer, conv_cbuf_plan, emit_conv, image_placement, \
+    pixel_channels, place_weights
+from ..formats import pre_extend
 from .emit_pdp import emit_pdp, plan_pdp
 from .emit_sdp import SdpLayer, emit_sdp
 from .hwlayers import HwLayer, HwPlan, LayerTiming, LoweringContext, PlanResult, TensorRef
-from .placement import CVSRAM, DBB, DEFAULT_BASE, BUFFER_ALIGN_BYTES, Allocator, TensorPlacement, \
-    align_up
+from .placement import CVSRAM, DBB, DEFAULT_BASE, BUFFER_ALIGN_BYTES, Allocator, Buffer, \
+    TensorPlacement, align_up
 
 MAC, MEMORY, CBUF = "MAC", "memory", "CBUF"
 
@@ -55,6 +65,7 @@ class Step:
     done: list[str] = field(default_factory=list)      # completion sync ids
     refetch: bool = False                               # CBUF partial-height split
     gpu: bool = False
+    images: tuple[int, ...] = (0,)                      # images of a batch it runs (outputs: the first's)
 
     @property
     def name(self) -> str:
@@ -69,6 +80,7 @@ class Lowered:
     steps: list[Step]
     buffers: dict[str, TensorPlacement]
     notes: dict[str, list[str]] = field(default_factory=dict)   # layer -> lowering notes
+    batch_strides: dict[str, int] = field(default_factory=dict)  # root buffer -> bytes per image
 
 
 # --------------------------------------------------------------------------------------------------
@@ -158,7 +170,13 @@ def image_input(plan: HwPlan) -> bool:
 
 
 def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
-                  groups: list[list[HwLayer]]) -> dict[str, TensorPlacement]:
+                  groups: list[list[HwLayer]],
+                  strides: dict[str, int] | None = None) -> dict[str, TensorPlacement]:
+    """Every root buffer's placement (with a batch: image 0's; `strides` gets each buffer's
+    bytes per image, the N cubes one after another)."""
+    images = ctx.batch
+    if images > 1:
+        return _place_batch(plan, ctx, alloc, groups, images, strides if strides is not None else {})
     life = _lifetimes(plan, groups)
     image_root = plan.root(plan.network.input_name)[0] if image_input(plan) else None
     atom = ctx.hw.memory_atomic_bytes
@@ -185,6 +203,45 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
             buffers[name] = TensorPlacement(name, CVSRAM, address, w, h, c, atom, w * atom,
                                             h * w * atom, dtype)
     return buffers
+
+
+def _place_batch(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
+                 groups: list[list[HwLayer]], images: int,
+                 strides: dict[str, int]) -> dict[str, TensorPlacement]:
+    """place_tensors for N images: each buffer N packed cubes, 32-byte aligned apart (the CDMA
+    BATCH_STRIDE granularity, at least one whole cube as the C model requires)."""
+    life = _lifetimes(plan, groups)
+    image_root = plan.root(plan.network.input_name)[0] if image_input(plan) else None
+    atom = ctx.hw.memory_atomic_bytes
+    cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
+        if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
+    buffers = {}
+    for name in sorted(life, key=lambda n: life[n][0]):
+        t = plan.tensors[name]
+        c, h, w = t.stored_channels, t.shape.h, t.shape.w
+        dtype = plan.tensor_dtype(name)
+        if name == image_root:
+            one = image_placement(name, DBB, 0, c, h, w)
+        else:
+            surf = h * w * atom
+            one = TensorPlacement(name, DBB, 0, w, h, c, atom, w * atom, surf, dtype)
+        stride = align_up(one.surfaces * one.surf_stride, BUFFER_ALIGN_BYTES)
+        address = cvsram.take(stride * images, *life[name]) if cvsram is not None else None
+        space = DBB if address is None else CVSRAM
+        if address is None:
+            address = alloc.buffer(name, stride * images).address
+        buffers[name] = replace(one, space=space, address=address)
+        strides[name] = stride
+    return buffers
+
+
+def image_buffers(buffers: dict[str, TensorPlacement], strides: dict[str, int],
+                  image: int) -> dict[str, TensorPlacement]:
+    """The placements of image `image` of a batch (image 0: `buffers` itself)."""
+    if image == 0:
+        return buffers
+    return {name: replace(p, name=f"{p.name}#{image}", address=p.address + image * strides[name])
+            for name, p in buffers.items()}
 
 
 def _view(buffers: dict[str, TensorPlacement], ref: TensorRef) -> TensorPlacement:
@@ -259,7 +316,10 @@ def _emitted(b: ProgramBuilder, step: Step, emit) -> Step:
 
 
 def _emit_step(b: ProgramBuilder, alloc: Allocator, group: list[HwLayer],
-               buffers: dict[str, TensorPlacement], notes: dict[str, list[str]]) -> list[Step]:
+               buffers: dict[str, TensorPlacement], notes: dict[str, list[str]],
+               weights: dict[str, Buffer] | None = None) -> list[Step]:
+    """The steps of one group; `weights` (a batch repeated per image): the weight buffers of
+    convolutions already placed, by layer name (the first image places and records them)."""
     layer = group[0]
     if layer.kind == "gpu":
         out = _view(buffers, layer.output)
@@ -267,7 +327,7 @@ def _emit_step(b: ProgramBuilder, alloc: Allocator, group: list[HwLayer],
     src = _view(buffers, layer.inputs[0])
     pool = group[1] if len(group) > 1 else None
     if layer.kind == "conv":
-        return _emit_conv_step(b, alloc, layer, pool, src, buffers, notes)
+        return _emit_conv_step(b, alloc, layer, pool, src, buffers, notes, weights)
     if layer.kind == "sdp":
         sdp = _with_placements(layer.quant, buffers)
         if pool is None:
@@ -292,7 +352,19 @@ def _emit_step(b: ProgramBuilder, alloc: Allocator, group: list[HwLayer],
                      lambda: emitters[layer.kind](b, layer.quant, src, dst))]
 
 
-def _emit_conv_step(b, alloc, layer, pool, src, buffers, notes) -> list[Step]:
+def _placed_weights(b: ProgramBuilder, alloc: Allocator, conv: ConvLayer, src: TensorPlacement,
+                    weights: dict[str, Buffer] | None) -> Buffer | None:
+    """The layer's weight buffer when a batch shares it (placed by the first image), else None
+    (emit_conv places it)."""
+    if weights is None:
+        return None
+    if conv.name not in weights:
+        weights[conv.name] = place_weights(b, alloc, replace(conv, weights=pre_extend(
+            conv.weights, pixel_channels(src.channels))) if conv.image else conv)
+    return weights[conv.name]
+
+
+def _emit_conv_step(b, alloc, layer, pool, src, buffers, notes, weights=None) -> list[Step]:
     conv = _conv_layer(layer, buffers, b.hw)
     c = layer.conv
     k = conv.kernels
@@ -307,19 +379,54 @@ def _emit_conv_step(b, alloc, layer, pool, src, buffers, notes) -> list[Step]:
     if pool is None:
         dst = _view(buffers, layer.output)
         return [_emitted(b, Step([layer], outputs=[(layer.output, dst)], refetch=refetch),
-                         lambda: emit_conv(b, alloc, conv, src, dst))]
+                         lambda: emit_conv(b, alloc, conv, src, dst, weights=_placed_weights(
+                             b, alloc, conv, src, weights)))]
     pdp_dst = _view(buffers, pool.output)
     conv_out = (k, c.out_h, c.out_w)
     why = _fusable(b, layer, src, pool, conv_out, pdp_dst, conv)
     if why is None:
         virtual = _virtual(f"{layer.name}_out", pdp_dst, *conv_out)
         return [_emitted(b, Step([layer, pool], outputs=[(pool.output, pdp_dst)]),
-                         lambda: emit_conv(b, alloc, conv, src, virtual, (pool.quant, pdp_dst)))]
+                         lambda: emit_conv(b, alloc, conv, src, virtual, (pool.quant, pdp_dst),
+                                           weights=_placed_weights(b, alloc, conv, src, weights)))]
     tmp = alloc.feature(f"{layer.name}_out", *conv_out, dtype=pdp_dst.dtype)
     notes.setdefault(pool.name, []).append(f"PDP not on the fly ({why}): via DRAM")
-    return [_emitted(b, Step([layer], refetch=refetch), lambda: emit_conv(b, alloc, conv, src, tmp)),
+    return [_emitted(b, Step([layer], refetch=refetch), lambda: emit_conv(
+                b, alloc, conv, src, tmp, weights=_placed_weights(b, alloc, conv, src, weights))),
             _emitted(b, Step([pool], outputs=[(pool.output, pdp_dst)]),
                      lambda: emit_pdp(b, pool.quant, tmp, pdp_dst))]
+
+
+def batch_rule(hw, group: list[HwLayer], buffers: dict[str, TensorPlacement],
+               images: int) -> str | None:
+    """Why the group is not one batched hardware layer (None: it is; see the module doc)."""
+    layer = group[0]
+    if layer.kind != "conv":
+        return f"{layer.kind} has no batch registers"
+    if len(group) > 1:
+        return "PDP on the fly takes one image"
+    conv = _conv_layer(layer, buffers, hw)
+    if conv.image:
+        return "image input"
+    if getattr(conv, "winograd", False):
+        return "Winograd"
+    if _operand_refs(layer):
+        return "per-element SDP operand"
+    try:
+        conv_cbuf_plan(hw, conv, _view(buffers, layer.inputs[0]), images)
+    except NvdlaSimError:
+        return f"{images} input cubes do not fit the CBUF beside the weights"
+    return None
+
+
+def _emit_batch_step(b: ProgramBuilder, alloc: Allocator, layer: HwLayer,
+                     buffers: dict[str, TensorPlacement], strides: dict[str, int],
+                     images: int) -> Step:
+    conv = _conv_layer(layer, buffers, b.hw)
+    src, dst = _view(buffers, layer.inputs[0]), _view(buffers, layer.output)
+    batch = ConvBatch(images, strides[layer.inputs[0].tensor], strides[layer.output.tensor])
+    step = Step([layer], outputs=[(layer.output, dst)], images=tuple(range(images)))
+    return _emitted(b, step, lambda: emit_conv(b, alloc, conv, src, dst, batch=batch))
 
 
 def refetched(cbuf, in_height: int) -> tuple[int, int]:
@@ -351,15 +458,36 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
     alloc = Allocator(hw)
     b = ProgramBuilder(hw, name or plan.network.name, images=images)
     groups = _steps_of(plan)
-    buffers = place_tensors(plan, ctx, alloc, groups)
+    strides: dict[str, int] = {}
+    buffers = place_tensors(plan, ctx, alloc, groups, strides)
+    n = ctx.batch
     if images:
         if ctx.input_int8 is None:
             raise NvdlaSimError("values mode needs the quantised network input")
-        b.load_cube(buffers[plan.root(plan.network.input_name)[0]], ctx.input_int8)
+        root = plan.root(plan.network.input_name)[0]
+        for i in range(n):
+            b.load_cube(image_buffers(buffers, strides, i)[root],
+                        ctx.input_int8 if n == 1 else ctx.input_int8[i])
     notes: dict[str, list[str]] = {}
     steps: list[Step] = []
+    weights: dict[str, Buffer] | None = {} if n > 1 else None
     for group in groups:
-        for step in _emit_step(b, alloc, group, buffers, notes):
+        if n == 1:
+            emitted = _emit_step(b, alloc, group, buffers, notes)
+        elif (why := batch_rule(hw, group, buffers, n)) is None:
+            emitted = [_emit_batch_step(b, alloc, group[0], buffers, strides, n)]
+            notes.setdefault(group[0].name, []).append(
+                f"batch: one hardware layer for {n} images (BATCH_NUMBER), weights read once")
+        else:
+            emitted = []
+            for i in range(n):
+                for step in _emit_step(b, alloc, group, image_buffers(buffers, strides, i),
+                                       notes, weights):
+                    step.images = (i,)
+                    emitted.append(step)
+            if group[0].kind != "gpu":
+                notes.setdefault(group[0].name, []).append(f"batch: repeated per image ({why})")
+        for step in emitted:
             if crc_checks and not step.gpu:
                 for _, p in step.outputs:
                     b.check_crc(step.done[-1], p.address, p.size_bytes)
@@ -379,8 +507,9 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
         first.first_command = 0
     for layer in plan.layers:
         if layer.name in notes:
-            layer.notes = [n for n in layer.notes if n not in notes[layer.name]] + notes[layer.name]
-    return Lowered(plan, program, steps, buffers, notes)
+            mine = list(dict.fromkeys(notes[layer.name]))     # a batch repeats a step's notes
+            layer.notes = [n for n in layer.notes if n not in mine] + mine
+    return Lowered(plan, program, steps, buffers, notes, strides if n > 1 else {})
 
 
 # --------------------------------------------------------------------------------------------------
@@ -509,9 +638,13 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
                     compute_values=ctx.values)
     from ..report.statistics import StatisticsTap, split_by_layer
     tap = StatisticsTap(engine) if ctx.values else None     # timing only: nothing is counted
-    outputs: dict[str, np.ndarray] = {}
+    n = ctx.batch
+    per_image: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
+    outputs = per_image[0]
     if ctx.values:
-        _store(outputs, plan, plan.ref(plan.network.input_name), ctx.input_int8)
+        for i in range(n):
+            _store(per_image[i], plan, plan.ref(plan.network.input_name),
+                   ctx.input_int8 if n == 1 else ctx.input_int8[i])
     timings: list[LayerTiming] = []
     checks = []
     seen_spans = 0
@@ -519,7 +652,7 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
         t0 = engine.env.now
         if step.gpu:
             if ctx.values:
-                _run_gpu(step, plan, ctx, engine, outputs)
+                _run_gpu(step, plan, ctx, engine, per_image[step.images[0]])
             timings += [LayerTiming(layer.name, t0, t0) for layer in step.layers]
             continue
         before = _bytes(engine)
@@ -545,13 +678,37 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
                 cbuf_refetch=step.refetch,
                 register_writes=writes if own else 0, statistics=stats[i]))
         if ctx.values:
-            for ref, p in step.outputs:
-                _store(outputs, plan, ref, read_output(engine, p))
+            for i in step.images:
+                for ref, p in step.outputs:
+                    if i != step.images[0]:        # a batched step: image i one stride further
+                        p = replace(p, address=p.address + (i - step.images[0])
+                                    * lowered.batch_strides[ref.tensor])
+                    _store(per_image[i], plan, ref, read_output(engine, p))
+    if n > 1:
+        timings = _merge_images(timings)
     total = engine.env.now
     run = RunResult(lowered.program.name, checks, total, engine.unit_summary(total),
                     {m.name: m.bytes_by_client for m in (engine.mcif, engine.cvif) if m},
                     engine.timing.cbuf_summary(), engine=engine)
-    return PlanResult(timings, total, outputs if ctx.values else {}, run)
+    return PlanResult(timings, total, outputs if ctx.values else {}, run,
+                      per_image if ctx.values and n > 1 else [])
+
+
+def _merge_images(timings: list[LayerTiming]) -> list[LayerTiming]:
+    """One LayerTiming per hardware layer of a batch: its repeats (image after image, one
+    after another in the program) from the first start to the last end, bytes and writes summed."""
+    merged: dict[str, LayerTiming] = {}
+    for t in timings:
+        m = merged.get(t.name)
+        if m is None:
+            merged[t.name] = replace(t)
+            continue
+        m.start_cycle, m.end_cycle = min(m.start_cycle, t.start_cycle), max(m.end_cycle, t.end_cycle)
+        for attr in ("dram_read_bytes", "dram_write_bytes", "cvsram_read_bytes",
+                     "cvsram_write_bytes", "register_writes"):
+            setattr(m, attr, getattr(m, attr) + getattr(t, attr))
+        m.cbuf_refetch = m.cbuf_refetch or t.cbuf_refetch
+    return list(merged.values())
 
 
 def lower_and_run(plan: HwPlan, ctx: LoweringContext) -> PlanResult:

@@ -144,4 +144,11 @@ def infer_shape(op: Op, ins: list[Shape]) -> Shape:
         return x
     if k == "flatten":
         return Shape(x.elements, 1, 1)
+    if k == "pad":               # reflect / edge padding of H and W: (top, left, bottom, right)
+        pt, pl, pb, pr = op.attrs["pads"]
+        return Shape(x.c, x.h + pt + pb, x.w + pl + pr)
+    if k == "slice":             # channels [start, start + channels) (an ONNX Split output)
+        if op.attrs["start"] + op.attrs["channels"] > x.c:
+            raise ValueError(f"layer '{op.name}': channels beyond its input's {x.c}")
+        return Shape(op.attrs["channels"], x.h, x.w)
     return x      # relu, prelu, sigmoid, tanh, batchnorm, lrn, softmax, clip: shape-preserving

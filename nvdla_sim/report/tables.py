@@ -74,6 +74,8 @@ class Report:
     area_mm2: float | None = None      # SRAM + datapath estimate (docs/energy.md)
     tops_per_w: float | None = None
     energy: dict | None = None         # per-event table, SRAM macros, split, area breakdown
+    batch: int = 1                     # images of the run: cycles, bytes, MACs and energy are
+                                       # the whole batch's (its latency); fps is images/s
 
     @property
     def total_macs(self) -> int:
@@ -90,7 +92,8 @@ class Report:
 
     @property
     def fps(self) -> float | None:
-        return None if not self.ms else 1000.0 / self.ms
+        """Images per second: the batch over its latency."""
+        return None if not self.ms else 1000.0 * self.batch / self.ms
 
     @property
     def lowest_sqnr(self) -> tuple[str, float] | None:
@@ -133,7 +136,10 @@ def precision_macs(int8_macs: int, element_bytes: int) -> int:
 
 
 def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanResult | None = None,
-               reference: dict | None = None, values: dict | None = None) -> list[LayerRow]:
+               reference: dict | None = None, values: dict | None = None,
+               batch: int = 1) -> list[LayerRow]:
+    """One row per network layer; `batch` images: MACs of every image (the row's cycles and
+    bytes are the batch's)."""
     hw = plan.hw
     timing = {t.name: t for t in result.layers} if result else {}
     bytes_per_cycle = dram_gbps * 1e9 / (clock_mhz * 1e6)
@@ -151,9 +157,9 @@ def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanRes
         dtype = plan.layer_dtype(layers[0])         # a row's layers share its precision
         macs_per_cycle = precision_macs(hw.macs, dtype.bytes)
         r = LayerRow(row, ops, [layer.name for layer in layers], "+".join(kinds), device,
-                     sum(layer.macs for layer in layers),
+                     sum(layer.macs for layer in layers) * batch,
                      "FP32" if device == "GPU" else dtype.name)
-        notes = [n for layer in layers for n in layer.notes]
+        notes = list(dict.fromkeys(n for layer in layers for n in layer.notes))
         if device == "GPU":
             notes.insert(0, "GPU fallback: " + "; ".join(layer.reason for layer in layers))
         r.note = "; ".join(notes)
@@ -185,8 +191,9 @@ def build_report(prep, result: PlanResult | None, values: dict | None = None) ->
     rep = Report(scn.name, prep.network.name, scn.hardware.name,
                  precision_macs(scn.hardware.macs, prep.plan.dtype.bytes), scn.clock_mhz,
                  scn.memory.dram_gbps, scn.memory.cvsram_bytes, scn.mode,
-                 precision=prep.plan.dtype.name)
-    rep.rows = build_rows(prep.plan, scn.clock_mhz, scn.memory.dram_gbps, result, prep.reference, values)
+                 precision=prep.plan.dtype.name, batch=getattr(scn, "batch", 1))
+    rep.rows = build_rows(prep.plan, scn.clock_mhz, scn.memory.dram_gbps, result, prep.reference, values,
+                          rep.batch)
     rep.total_cycles = result.total_cycles if result else None
     if scn.network.source == "builtin" and rep.macs_per_cycle == 2048:
         rep.estimator_ms = ESTIMATOR_MS.get(scn.network.builtin)   # its figures are for 2048 MACs
@@ -230,7 +237,8 @@ def format_console(rep: Report) -> str:
         total += ", no hardware layer ran on the DLA"
     elif rep.total_cycles is not None:
         total += (f", {rep.total_cycles:.0f} cycles = {rep.ms:.3f} ms at {rep.clock_mhz:g} MHz "
-                  f"= {rep.fps:.1f} fps")
+                  + (f"= {rep.fps:.1f} fps" if rep.batch == 1 else
+                     f"for a batch of {rep.batch} = {rep.fps:.1f} images/s"))
         if rep.total_dram_bytes is not None:
             total += f", DRAM {rep.total_dram_bytes / 2**20:.1f} MiB"
     if gpu:
@@ -239,7 +247,9 @@ def format_console(rep: Report) -> str:
     if rep.lowest_sqnr:
         lines.append(f"lowest layer SQNR: {rep.lowest_sqnr[1]:.1f} dB ({rep.lowest_sqnr[0]})")
     if rep.estimator_ms is not None:
-        vs = f" (this run {rep.ms / rep.estimator_ms:.2f}x; docs/network-timing.md)" if rep.ms else ""
+        per_image = rep.ms / rep.batch if rep.ms else None     # the estimator's ms are per image
+        vs = (f" (this run {per_image / rep.estimator_ms:.2f}x"
+              + (" per image" if rep.batch > 1 else "") + "; docs/network-timing.md)") if per_image else ""
         lines.append(f"{ESTIMATOR_CONFIG}: {rep.estimator_ms} ms" + vs)
     from ..energy.report import console_lines
     lines += console_lines(rep)

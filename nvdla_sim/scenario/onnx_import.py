@@ -6,8 +6,10 @@ Mul (two tensors, or a tensor and a per-channel / scalar constant), Concat (chan
 Flatten, Reshape / Squeeze / Unsqueeze that keep the C, H, W layout or flatten, Softmax (which the
 DLA cannot run: GPU fallback), Dropout / Identity (pass-through), n-ary Sum (a chain of two-input
 additions), the channel shuffle Reshape [1,g,C/g,H,W] - Transpose (0,2,1,3,4) - Reshape [1,C,H,W]
-(a `shuffle` op: a channel permutation, GPU fallback), and a zero-constant Pad of H and W folded
-into the padding of the convolution (or average pooling) it feeds.  A per-channel Mul/Add/Sub on
+(a `shuffle` op: a channel permutation, GPU fallback), a zero-constant Pad of H and W folded
+into the padding of the convolution (or average pooling) it feeds, a reflect / edge Pad of H and W
+(a `pad` op, GPU fallback: the DLA pads with a constant only), and Split along channels (one
+`slice` op per output, GPU fallback).  A per-channel Mul/Add/Sub on
 the output of another per-channel affine (batch norm written as Mul + Add) merges into one
 `batchnorm` op, which the compiler folds into a convolution before it.
 The model is normalised first (`onnx_normalize`: version conversion, constant folding with onnx's
@@ -42,7 +44,7 @@ def _onnx():
 _POOL_ATTRS = {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"}
 KNOWN_ATTRS: dict[str, set[str]] = {
     "Constant": {"value"}, "Dropout": {"ratio", "seed", "is_test"}, "Identity": set(), "Sum": set(),
-    "Pad": {"mode", "pads", "value"}, "Transpose": {"perm"},
+    "Pad": {"mode", "pads", "value"}, "Transpose": {"perm"}, "Split": {"axis", "split", "num_outputs"},
     "Conv": {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"},
     "Gemm": {"alpha", "beta", "transA", "transB"}, "MatMul": set(),
     "Relu": set(), "LeakyRelu": {"alpha"}, "PRelu": set(), "Clip": {"min", "max"},
@@ -173,6 +175,8 @@ class _Importer:
                 self.sum(node, ins, out)
             elif op == "Pad":
                 self.pad(node, a, ins, out)
+            elif op == "Split":
+                self.split(node, a, ins)
             elif op == "Transpose":
                 self.transpose(node, a, ins, out)
             elif op == "Conv":
@@ -330,9 +334,8 @@ class _Importer:
     def pad(self, node, a, ins, out) -> None:
         mode = a.get("mode", b"constant")
         mode = mode.decode() if isinstance(mode, bytes) else mode
-        if mode != "constant":
-            raise self.fail(node, f"'{mode}' padding (the DLA pads with a constant; reflect/edge "
-                                  "padding needs a GPU op the importer does not model)")
+        if mode not in ("constant", "reflect", "edge"):
+            raise self.fail(node, f"'{mode}' padding (modelled: constant, reflect, edge)")
         pads = self.const(ins[1]) if len(ins) > 1 else np.asarray(a.get("pads", []))
         value = self.const(ins[2]) if len(ins) > 2 else np.asarray(a.get("value", 0.0))
         if pads is None or value is None:
@@ -342,11 +345,40 @@ class _Importer:
         pads = [int(v) for v in np.asarray(pads).reshape(-1)]
         if len(pads) != 8 or any(pads[i] for i in (0, 1, 4, 5)) or min(pads) < 0:
             raise self.fail(node, f"pads {pads} (only non-negative H and W padding of an NCHW tensor)")
+        if mode != "constant":          # a real tensor, computed on the GPU (compiler/support.py)
+            x = self.net.shapes[ins[0]]
+            top, left, bottom, right = pads[2], pads[3], pads[6], pads[7]
+            if mode == "reflect" and (max(top, bottom) >= x.h or max(left, right) >= x.w):
+                raise self.fail(node, f"reflect padding {pads} of a {x.h}x{x.w} tensor (each pad "
+                                      "must be smaller than the dimension it mirrors)")
+            self.net.add("pad", out, ins[0], mode=mode, pads=(top, left, bottom, right))
+            return
         if float(np.asarray(value).reshape(-1)[0] if np.asarray(value).size else 0.0) != 0.0:
             raise self.fail(node, "a non-zero pad value (the convolution pads with zeros)")
         if ins[0] in self.padded:
             raise self.fail(node, "two Pads in a row")
         self.padded[out] = (ins[0], (pads[2], pads[3], pads[6], pads[7]))
+
+    def split(self, node, a, ins) -> None:
+        """Split along channels: one `slice` op (channels [start, start + n)) per output."""
+        x = self.net.shapes[ins[0]]
+        rank = len(self.dims.get(node.input[0], (1, x.c, x.h, x.w)))
+        axis = int(a.get("axis", 0))
+        axis = axis + rank if axis < 0 else axis
+        if axis != 1:
+            raise self.fail(node, f"split along axis {axis} (only channels, axis 1)")
+        outs = list(node.output)
+        sizes = self.const(ins[1]) if len(ins) > 1 else a.get("split")
+        if sizes is None:                               # equal parts (the last one smaller)
+            part = -(-x.c // len(outs))
+            sizes = [min(part, x.c - k * part) for k in range(len(outs))]
+        sizes = [int(v) for v in np.asarray(sizes).reshape(-1)]
+        if len(sizes) != len(outs) or min(sizes) <= 0 or sum(sizes) != x.c:
+            raise self.fail(node, f"split sizes {sizes} of {x.c} channels into {len(outs)} outputs")
+        start = 0
+        for name, n in zip(outs, sizes):
+            self.net.add("slice", name, ins[0], start=start, channels=n)
+            start += n
 
     def fc(self, node, a, ins, out) -> None:
         x = self.net.shapes[ins[0]]

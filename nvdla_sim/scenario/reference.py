@@ -136,6 +136,11 @@ def run_op(op: Op, ins: list[np.ndarray], weights: Weights) -> np.ndarray:
         return (e / e.sum(axis=0, keepdims=True)).astype(np.float32)
     if kind == "flatten":
         return x.reshape(-1, 1, 1)
+    if kind == "pad":            # ONNX reflect (mirror without the edge) / edge (repeat the edge)
+        pt, pl, pb, pr = a["pads"]
+        return np.pad(x, ((0, 0), (pt, pb), (pl, pr)), mode=a["mode"])
+    if kind == "slice":
+        return np.ascontiguousarray(x[a["start"]:a["start"] + a["channels"]])
     if kind == "shuffle":        # channel shuffle: (groups, C/groups) channels read as (C/groups, groups)
         c, h, w = x.shape
         return np.ascontiguousarray(x.reshape(a["groups"], c // a["groups"], h, w).swapaxes(0, 1)

@@ -39,8 +39,9 @@ class Prepared:
     weights: Weights | None
     support: SupportReport
     plan: HwPlan
-    input: np.ndarray                           # float32 (C, H, W)
-    reference: dict[str, np.ndarray] | None = None      # float32 value of every tensor
+    input: np.ndarray                           # float32 (C, H, W); a batch: (N, C, H, W)
+    reference: dict[str, np.ndarray] | None = None      # float32 value of every tensor (a batch:
+                                                        # each stacked (N, ...) over the images)
     calibration: Calibration | None = None
 
 
@@ -74,9 +75,26 @@ def network_weights(scn: Scenario, network: Network, model_weights: Weights | No
 
 
 def make_input(scn: Scenario, network: Network) -> np.ndarray:
+    """The float32 input (C, H, W); with `batch: N`, (N, C, H, W): a .npy of N images, or N
+    seeded images drawn one after another (image 0 is the batch-1 input)."""
     s = network.input_shape
     shape = (s.c, s.h, s.w)
     spec = scn.input
+    n = scn.batch
+    if n > 1 and spec.source == "npy":
+        try:
+            x = np.load(spec.path)
+        except (OSError, ValueError) as exc:
+            raise NvdlaSimError(f"input.npy: {spec.path}: not a readable .npy file ({exc})") from None
+        if tuple(x.shape) != (n,) + shape:
+            raise NvdlaSimError(f"input.npy: {spec.path} holds shape {tuple(x.shape)}, batch {n} "
+                                f"of network '{network.name}' expects {(n,) + shape} (N, C, H, W)")
+        return np.ascontiguousarray(x, np.float32)
+    if n > 1:
+        rng = np.random.default_rng(spec.seed)
+        draw = (lambda: rng.uniform(-1.0, 1.0, shape)) if spec.distribution == "uniform" \
+            else (lambda: rng.standard_normal(shape, dtype=np.float32))
+        return np.stack([draw() for _ in range(n)]).astype(np.float32)
     if spec.source == "npy":
         try:
             x = np.load(spec.path)
@@ -123,7 +141,8 @@ def _prepare(scn: Scenario) -> Prepared:
     plan = build_plan(network, weights, scn.hardware, support, scn.dtype, scn.layer_dtypes)
     prep = Prepared(scn, network, weights, support, plan, x)
     if scn.values:
-        prep.reference = run_reference(network, weights, x)
+        prep.reference = batch_reference(network, weights, x) if scn.batch > 1 \
+            else run_reference(network, weights, x)
         q = scn.quantization
         prep.calibration = quantize_plan(plan, prep.reference, quant_config(q))
     return prep
@@ -133,6 +152,13 @@ def quant_config(q) -> QuantConfig:
     """The quantisation settings of a scenario's `quantization` section (schema.QuantizationSpec)."""
     return QuantConfig(q.weights, q.calibration, q.percentile, q.weight_bits, q.activation_bits,
                        q.rounding, q.seed)
+
+
+def batch_reference(network: Network, weights: Weights, x: np.ndarray) -> dict[str, np.ndarray]:
+    """The float32 reference of each image of a batch, every tensor stacked (N, ...); the
+    calibration takes its ranges over all images."""
+    refs = [run_reference(network, weights, image) for image in x]
+    return {name: np.stack([r[name] for r in refs]) for name in refs[0]}
 
 
 def gpu_fallback_fn(plan: HwPlan, weights: Weights):
@@ -157,12 +183,14 @@ def context(prep: Prepared) -> LoweringContext:
         t = prep.plan.tensors[name]
         dtype = prep.plan.tensor_dtype(name)
         grid = prep.calibration.grid.get(name) if prep.calibration else None
-        x_int8 = t.to_stored(quantize_input(prep.input, t.scale, dtype, grid, quant_config(
-            scn.quantization)) if grid else quantize_tensor(prep.input, t.scale, dtype))
+        images = [prep.input] if scn.batch == 1 else list(prep.input)
+        stored = [t.to_stored(quantize_input(x, t.scale, dtype, grid, quant_config(
+            scn.quantization)) if grid else quantize_tensor(x, t.scale, dtype)) for x in images]
+        x_int8 = stored[0] if scn.batch == 1 else np.stack(stored)
     return LoweringContext(scn.hardware, scn.clock_mhz, scn.memory.dram, scn.memory.cvsram,
                            scn.memory.cvsram_bytes, scn.values, x_int8,
                            gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,
-                           scn.outputs.timeline)
+                           scn.outputs.timeline, batch=scn.batch)
 
 
 def dla_tensors(plan: HwPlan, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -192,11 +220,20 @@ def output_sqnr_db(prep: Prepared, values: dict[str, np.ndarray] | None) -> floa
     return float(sqnr_db(ref, got))
 
 
+def batch_values(plan: HwPlan, result) -> dict[str, np.ndarray]:
+    """dla_tensors of a run; a batch: each tensor stacked (N, ...) over the images, as the
+    reference is (so a layer's SQNR is over the whole batch)."""
+    if not result.batch_outputs:
+        return dla_tensors(plan, result.outputs)
+    per_image = [dla_tensors(plan, outputs) for outputs in result.batch_outputs]
+    return {name: np.stack([v[name] for v in per_image]) for name in per_image[0]}
+
+
 def execute(prep: Prepared, out_dir: Path | None = None):
     """Lower and run the plan on the engine and write the report; returns the Report."""
     from ..report.tables import build_report, write_reports
     result = lower_and_run(prep.plan, context(prep))
-    values = dla_tensors(prep.plan, result.outputs) if prep.scenario.values else None
+    values = batch_values(prep.plan, result) if prep.scenario.values else None
     report = build_report(prep, result, values)
     write_reports(report, prep, result, out_dir or prep.scenario.outputs.directory)
     return report

@@ -22,7 +22,7 @@ from ..host.profile import HostProfile, load_host_profile
 from ..yaml_file import read_yaml
 
 TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
-              "quantization", "mode", "gpu_fallback", "outputs", "host")
+              "quantization", "mode", "gpu_fallback", "outputs", "host", "batch")
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
@@ -115,6 +115,7 @@ class Scenario:
     raw: dict = field(default_factory=dict, repr=False)
     layer_precision: dict[str, str] = field(default_factory=dict)   # layer -> int8 / int16
     host: HostProfile | None = None    # end-to-end time's host (None: report's default)
+    batch: int = 1                     # images per inference, one register program (_batch)
 
     @property
     def values(self) -> bool:
@@ -286,10 +287,10 @@ def _network(value: Any, base: Path) -> NetworkSpec:
                                     "{onnx: FILE}; or {layers: [...]})")
     if isinstance(value, str):
         value = {"builtin": value}
-    d = _mapping(value, "network", ("builtin", "onnx", "layers", "input", "name"))
-    given = [k for k in ("builtin", "onnx", "layers") if k in d]
+    d = _mapping(value, "network", ("builtin", "onnx", "onnx_zoo", "layers", "input", "name"))
+    given = [k for k in ("builtin", "onnx", "onnx_zoo", "layers") if k in d]
     if len(given) != 1:
-        raise FieldError("network", "give exactly one of builtin, onnx, layers"
+        raise FieldError("network", "give exactly one of builtin, onnx, layers, onnx_zoo"
                          + (f" (got {', '.join(given)})" if given else ""))
     if "builtin" in d:
         name = d["builtin"]
@@ -299,8 +300,27 @@ def _network(value: Any, base: Path) -> NetworkSpec:
     if "onnx" in d:
         p = _file(base, d["onnx"], "network.onnx", (".onnx",))
         return NetworkSpec("onnx", d.get("name", p.stem), path=p)
+    if "onnx_zoo" in d:
+        p = onnx_zoo_model(d["onnx_zoo"])
+        return NetworkSpec("onnx", d.get("name", str(d["onnx_zoo"])), path=p)
     net = parse_layers(d, "network")
     return NetworkSpec("layers", net.name, network=net)
+
+
+def onnx_zoo_model(name: Any) -> Path:
+    """`network.onnx_zoo: NAME`: the model-zoo light model light_NAME.onnx the installed onnx
+    package ships (onnx/backend/test/data/light/), so a scenario names it without a path."""
+    try:
+        import onnx
+    except ImportError:
+        raise FieldError("network.onnx_zoo", "needs the onnx package (pip install "
+                                             "'nvdla-sim[onnx]')") from None
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    known = sorted(f.stem.removeprefix("light_") for f in folder.glob("light_*.onnx"))
+    if not isinstance(name, str) or name not in known:
+        raise FieldError("network.onnx_zoo", f"unknown model {name!r} (this onnx package ships: "
+                                             f"{', '.join(known) or 'none'})")
+    return folder / f"light_{name}.onnx"
 
 
 def _is_int(x: Any, minimum: int) -> bool:
@@ -557,6 +577,21 @@ def _precisions(value: Any, hw: HardwareConfig) -> tuple[str, dict[str, str]]:
     return default, out
 
 
+# NVDLA_MAX_BATCH_SIZE of the configurations built with BATCH_ENABLE (nvdlav1 spec/defs: nv_full).
+MAX_BATCH = 32
+
+
+def _batch(d: dict, hw: HardwareConfig) -> int:
+    """`batch`: images one register program runs (1..MAX_BATCH), on hardware with the batch
+    feature (CDMA/CSC/CACC BATCH_NUMBER); 1 anywhere."""
+    n = _number(d, "batch", "", 1, minimum=1, integer=True, maximum=MAX_BATCH,
+                why="NVDLA_MAX_BATCH_SIZE")
+    if n > 1 and not hw.features.batch:
+        raise FieldError("batch", f"{hw.name} has no batch feature (features.batch: false); "
+                                  f"use batch 1, got {n}")
+    return n
+
+
 def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Scenario:
     """Validate a scenario mapping; relative input files resolve against `base`."""
     if isinstance(data, dict) and "base" in data and ("grid" in data or "points" in data):
@@ -577,7 +612,7 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
         weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization"), precision),
         mode=_choice(d, "mode", "", MODES, "values+timing"),
         gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d,
-        layer_precision=layer_precision, host=_host(d.get("host"), base))
+        layer_precision=layer_precision, host=_host(d.get("host"), base), batch=_batch(d, hw))
 
 
 def load_scenario(path: str | Path) -> Scenario:
