@@ -18,6 +18,7 @@ import nvdla_sim  # noqa: E402
 from nvdla_sim.cli import main  # noqa: E402
 from nvdla_sim.errors import NvdlaSimError  # noqa: E402
 from nvdla_sim.scenario.onnx_import import import_model  # noqa: E402
+from nvdla_sim.scenario.reference import sqnr_db  # noqa: E402
 
 RNG = np.random.default_rng(11)
 
@@ -266,3 +267,21 @@ def test_shipped_zoo_scenario_names_the_model_without_a_path():
     with pytest.raises(NvdlaSimError, match=r"network.onnx_zoo: unknown model 'lenet' \(this onnx "
                                             r"package ships: .*squeezenet"):
         parse_scenario({"hardware": "nv_large", "network": {"onnx_zoo": "lenet"}}, Path("."))
+
+
+def test_batch_through_the_api_with_a_gpu_layer_between_dla_layers(model_path, tmp_path):
+    """batch=2 on nv_full: the channel shuffle runs on the GPU between DLA layers for each image;
+    each image's reference equals onnxruntime's and its DLA result is within the INT8 floor."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (a test dependency) is not installed")
+    x = RNG.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x)
+    r = nvdla_sim.run(model_path, hardware="nv_full", input=tmp_path / "x.npy", batch=2,
+                      out_dir=tmp_path / "out")
+    assert r.batch == 2 and r.fps == pytest.approx(2000.0 / r.ms)
+    out = r.outputs["prob"]
+    assert out["reference"].shape == (2, 10) and out["dla"].shape == (2, 10)
+    sess = ort.InferenceSession(model_path.read_bytes(), providers=["CPUExecutionProvider"])
+    for i in range(2):
+        (theirs,) = sess.run(None, {"x": x[i:i + 1]})
+        np.testing.assert_allclose(out["reference"][i:i + 1], theirs, rtol=1e-3, atol=1e-5)
+        assert sqnr_db(out["reference"][i], out["dla"][i]) > 20
