@@ -103,9 +103,22 @@ def _memory(args):
     return load_memory_profile(args.memory)
 
 
+def _host(args):
+    """--host: a host profile name or YAML file (validated now: a bad one is a one-line error);
+    None when not given."""
+    if not getattr(args, "host", None):
+        return None
+    from .host.profile import load_host_profile
+    try:
+        return load_host_profile(args.host)
+    except NvdlaSimError as exc:
+        raise NvdlaSimError(f"--host {args.host}: {exc}") from None
+
+
 def cmd_replay(args) -> int:
     from .conformance import run_test
     hw = _hardware(args)
+    host = _host(args)
     path = Path(args.path)
     if not path.exists():
         raise NvdlaSimError(f"{path}: no such trace file or folder")
@@ -114,7 +127,8 @@ def cmd_replay(args) -> int:
     if args.timeline:
         _check_writable_dir(args.timeline, "--timeline")
     outcome = run_test(path, hw, _memory(args), args.timeline, args.format,
-                       True if args.values else None, _progress(args), args.timeline_detail)
+                       True if args.values else None, _progress(args), args.timeline_detail,
+                       host=host if host is not None else "auto")
     for check in outcome.checks:
         print(check.describe())
     for note in outcome.notes:
@@ -135,6 +149,14 @@ def cmd_replay(args) -> int:
         print(format_vp_layers(layers, outcome.result.engine.clock_mhz,
                                outcome.result.host_reads))
     cycles = f"{outcome.cycles:.0f} cycles" if outcome.cycles is not None else ""
+    changeover = None
+    if outcome.result is not None and outcome.result.engine.host is not None:
+        from .report.changeover import changeover_json, changeover_rows, format_changeover
+        rows = changeover_rows(outcome.result)
+        if rows and (len(rows) > 1 or host is not None):
+            engine = outcome.result.engine
+            print(format_changeover(rows, outcome.layer_names, engine.host.name, engine.clock_mhz))
+            changeover = changeover_json(rows, outcome.layer_names, engine.host.name)
     print(f"{outcome.name}: {outcome.status.upper()}  {cycles}  ({outcome.wall_s:.2f} s)")
     if outcome.result is not None and not args.quiet:
         from .report.statistics import format_statistics
@@ -147,6 +169,8 @@ def cmd_replay(args) -> int:
         if layers is not None:
             from .report.vp_layers import vp_layers_json
             report["layers"] = vp_layers_json(layers)
+        if changeover is not None:
+            report["changeover"] = changeover
         _write_json(args.json, report)
     if outcome.status == "fail":
         print(f"nvdla-sim: note: {_project_hint(args, hw, path)}", file=sys.stderr)
@@ -209,11 +233,16 @@ def cmd_run(args) -> int:
         from .scenario.runner import execute, prepare
         from .scenario.schema import load_scenario
         scn = load_scenario(args.scenario)
+        if args.host:
+            scn.host = _host(args)      # the end-to-end time's host (scenario field host)
         _check_writable_dir(args.out or Path(scn.outputs.directory),
                             "--out" if args.out else "outputs.directory")
         report = execute(prepare(scn), args.out)
         return 0 if report.total_cycles is not None else 1
     # A model (or a scenario with flags): through the public API, flags = scenario fields.
+    if args.host:
+        raise NvdlaSimError("--host goes with a scenario run without other flags (or set the "
+                            "scenario field host)")
     from .api import run, save_scenario
     if args.out:
         _check_writable_dir(args.out, "--out")
@@ -245,6 +274,9 @@ def cmd_compile(args) -> int:
         scn.mode = "values+timing"      # memory images and CRCs need the INT8 values
     prep = prepare(scn)
     print(prep.plan.describe())
+    gating = _clock_gating_note(prep.plan, scn.hardware, bool(args.emit_cfg))
+    if gating:
+        print(gating, file=sys.stderr)
     print(format_console(build_report(prep, None)))
     if args.emit_cfg and vp:
         path = _emit_vp(prep, args.emit_cfg / scn.name, scn.name)
@@ -256,6 +288,22 @@ def cmd_compile(args) -> int:
                                   scn.memory.dram, args.emit_format)
         print(emit_summary(path, result, scn.hardware.name))
     return 0
+
+
+def _clock_gating_note(plan, hw, emitting: bool) -> str | None:
+    """What `clock_gating: true` means for this network (docs/network-timing.md)."""
+    convs = sum(1 for layer in plan.layers if layer.kind == "conv")
+    if not hw.clock_gating or convs < 2:
+        return None
+    if emitting:
+        return ("note: clock_gating: true: the trace enables each convolution layer's CDMA ahead "
+                "(compiler/clock_gating.py), so CDMA's gated clock loses no weight releases but "
+                "the last layer's; a layer with the previous layer's D_BANK split is left in "
+                "place and still loses them (docs/network-timing.md)")
+    return ("warning: clock_gating: true: run layer after layer (nvdla-sim run, or a trace without "
+            "the workaround) a network whose layers load different weights hangs, as on the RTL; "
+            "compile --emit-cfg emits the workaround, else set clock_gating: false "
+            "(docs/network-timing.md)")
 
 
 def _emit_vp(prep, folder: Path, name: str) -> Path:
@@ -315,6 +363,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--hw-config", help="hardware YAML (a preset plus overrides) instead of --project")
     r.add_argument("--memory", default="rtl_testbench",
                    help="memory profile name or YAML (default rtl_testbench)")
+    r.add_argument("--host", metavar="PROFILE",
+                   help="host profile (a name in nvdla_sim/host/profiles or a YAML file) timing the "
+                        "layer changeovers; default: the one the --memory profile names "
+                        "(rtl_testbench: the Verilator testbench).  Prints each layer's compute "
+                        "and changeover cycles, hardware and end-to-end time")
     r.add_argument("--timeline", type=Path, help="write <test>.trace.json and <test>.png here")
     r.add_argument("--quiet", action="store_true", help="omit the per-unit timing summary")
     r.add_argument("--format", choices=("cfg", "txn", "vp"),

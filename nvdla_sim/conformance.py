@@ -91,6 +91,7 @@ class TestOutcome:
     statistics: dict = field(default_factory=dict)     # statistics registers after the run
     notes: list[str] = field(default_factory=list)     # what the frontend says about the run
     warnings: list[str] = field(default_factory=list)  # VP read_reg mismatches
+    layer_names: list[str] = field(default_factory=list)  # each launch's name (its sync ids)
 
     def to_json(self) -> dict:
         return {"name": self.name, "status": self.status,
@@ -172,18 +173,19 @@ class Progress:
 def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_testbench",
              timeline_dir: Path | None = None, fmt: str | None = None,
              compute_values: bool | None = None, progress: Progress | None = None,
-             timeline_detail: str = "auto") -> TestOutcome:
+             timeline_detail: str = "auto", host="auto") -> TestOutcome:
     """Run one trace test (`fmt` "cfg"/"txn"/"vp", default by what the folder holds); with
     `timeline_dir`, also write its trace events and utilization plot.  `compute_values` None:
     values and timing, except a VP capture (no data: timing only).  A VP replay that reaches
-    its end is "done": it has nothing to check."""
+    its end is "done": it has nothing to check.  `host`: the host profile timing the layer
+    changeovers (name, path or profile; "auto": the one the memory profile names)."""
     name = path.name if path.is_dir() else path.stem
     start = time.perf_counter()
     try:
         fmt = trace_format(Path(path), fmt)
         program = load_program(path, hw.nvdla_version, fmt)
         values = fmt != "vp" if compute_values is None else compute_values
-        engine = Engine(hw, memory, compute_values=values)
+        engine = Engine(hw, memory, compute_values=values, host=host)
         if progress is None:
             result = engine.run(program)
         else:
@@ -193,13 +195,14 @@ def run_test(path: Path, hw: HardwareConfig, memory: str | MemoryProfile = "rtl_
         return TestOutcome(name, "unsupported", wall_s=time.perf_counter() - start, error=str(exc))
     except NvdlaSimError as exc:
         return TestOutcome(name, "error", wall_s=time.perf_counter() - start, error=str(exc))
+    from .report.changeover import launch_names
     status = "done" if fmt == "vp" else "pass" if result.passed else "fail"
     wall_s = time.perf_counter() - start
     if timeline_dir is not None:
         write_timeline(result, Path(timeline_dir), name, timeline_detail)
     return TestOutcome(name, status, result.checks, result.cycles, wall_s, result=result,
                        statistics=read_statistics(result.engine), notes=program.notes,
-                       warnings=result.warnings)
+                       warnings=result.warnings, layer_names=launch_names(program))
 
 
 def write_timeline(result: RunResult, folder: Path, name: str, detail: str = "auto",

@@ -98,6 +98,14 @@ def encode_field(reg: RegisterDef, fdef: FieldDef, value: int | str) -> int:
     return (value & ((1 << width) - 1)) << fdef.lo
 
 
+def sync_name(layer: str) -> str:
+    """A layer name as a sync id may hold it: nvdla/hw's trace parser
+    (verif/tools/nvdla_trace_parser.py) takes sync ids of word characters only, so every other
+    character (the dot of `conv2.g0`, ONNX's `/` and `:`) becomes `_`."""
+    out = "".join(c if c.isascii() and (c.isalnum() or c == "_") else "_" for c in layer)
+    return out or "layer"
+
+
 class ProgramBuilder:
     """Accumulates the commands of one RegisterProgram (see the module doc)."""
 
@@ -113,6 +121,7 @@ class ProgramBuilder:
         self._pending: list[str] = []        # completion sync ids of layers not yet waited for
         self._armed: set[str] = set()
         self._layer_names: list[str] = []
+        self._sync_bases: list[str] = []    # each layer's name as sync ids spell it (sync_name)
 
     # -- registers -------------------------------------------------------------------------------
     def _register(self, unit: str, register: str) -> tuple[str, RegisterDef]:
@@ -163,6 +172,7 @@ class ProgramBuilder:
             n += 1
             name = f"{base}_{n}"
         self._layer_names.append(name)
+        self._sync_bases.append(self._unique_sync_base(name))
         # The RTL trace player runs each block's commands in its own thread: every block of the
         # new layer waits for the running layers itself.
         for sync_id in self._pending:
@@ -177,6 +187,15 @@ class ProgramBuilder:
             groups[unit_name] = group
         return groups
 
+    def _unique_sync_base(self, layer: str) -> str:
+        """`sync_name(layer)`, with a suffix when another layer's name spells the same."""
+        base = name = sync_name(layer)
+        n = 1
+        while name in self._sync_bases:
+            n += 1
+            name = f"{base}_{n}"
+        return name
+
     def enable(self, unit: str) -> None:
         self.reg(unit, "D_OP_ENABLE", OP_EN=1)
 
@@ -185,7 +204,7 @@ class ProgramBuilder:
         if source not in INTR_FIELD:
             raise NvdlaSimError(f"intr_notify: unknown interrupt source '{source}'")
         if sync_id is None:
-            layer = self._layer_names[-1] if self._layer_names else "program"
+            layer = self._sync_bases[-1] if self._sync_bases else "program"
             sync_id = f"{layer}_{source}_{group}"
         if sync_id in self._armed:
             raise NvdlaSimError(f"intr_notify: sync id '{sync_id}' used twice")

@@ -743,7 +743,11 @@ def emit_trace(plan: HwPlan, ctx: LoweringContext, folder: Path | str, name: str
     dla_plan = replace(plan, layers=[layer for layer in plan.layers if layer.kind != "gpu"])
     # (without the SDP counter enables: the written traces stay those of the committed tests)
     lowered = lower(dla_plan, ctx, images=True, crc_checks=True, name=name, perf_counters=False)
-    program, result = simulate_crcs(lowered.program, ctx.hw, memory)
+    program = lowered.program
+    if ctx.hw.clock_gating:         # the clock-gating hang's workaround (compiler/clock_gating.py)
+        from .clock_gating import cdma_ahead
+        program = cdma_ahead(program)[0]
+    program, result = simulate_crcs(program, ctx.hw, memory)
     if fmt == "txn":
         from ..frontends.txn_writer import emit_txn_trace
         out, result = emit_txn_trace(program, ctx.hw, Path(folder) / name, name, memory)

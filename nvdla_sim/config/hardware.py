@@ -79,6 +79,10 @@ class HardwareConfig:
     features: FeatureFlags = field(default_factory=FeatureFlags)
     technology_nm: int = 28    # process node for energy and area (nvdla_sim/energy, docs/energy.md)
     energy_table: str | None = None   # a YAML of energy/area constants replacing the defaults
+    # The testbench's default second-level clock gating of the units (RTL SLCG).  False is what
+    # the calibration measured (NVDLA_DISABLE_CG); True also models what the gating loses: CSC's
+    # weight releases that reach CDMA while its gated clock is off (units/cdma_gating.py).
+    clock_gating: bool = False
 
     @property
     def macs(self) -> int:
@@ -193,6 +197,8 @@ def _check(cfg: HardwareConfig, where: str) -> None:
     check_node(cfg.technology_nm, f"{where}technology_nm")
     if cfg.energy_table is not None and not isinstance(cfg.energy_table, str):
         raise NvdlaSimError(f"{where}energy_table: expected a YAML file path, got {cfg.energy_table!r}")
+    if not isinstance(cfg.clock_gating, bool):
+        raise NvdlaSimError(f"{where}clock_gating: must be true or false, got {cfg.clock_gating!r}")
     unknown = set(cfg.data_types) - {"int8", "int16", "fp16"}
     if unknown or not cfg.data_types:
         raise NvdlaSimError(f"{where}data_types: must list int8, int16 or fp16, got {list(cfg.data_types)}")
@@ -217,8 +223,10 @@ def load_hardware(spec: str | Path | dict, overrides: dict | None = None) -> Har
             raise NvdlaSimError(f"{where}preset: unknown hardware preset '{name}' "
                                 f"(known: {', '.join(preset_names())})")
         base = _read_yaml(PRESET_DIR / f"{name}.yaml")
+        base.setdefault("clock_gating", False)      # presets leave it at its default
         data = _merge(base, data, where.rstrip(": ") if where else "")
     if overrides:
+        data.setdefault("clock_gating", False)
         data = _merge(data, overrides, "override")
     if "data_types" in data and isinstance(data["data_types"], list):
         data["data_types"] = tuple(data["data_types"])

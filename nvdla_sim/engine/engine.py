@@ -191,6 +191,7 @@ class Engine:
         self._fired: dict[str, simpy.Event] = {}    # sync ids of earlier pieces
         self.first_write: float | None = None
         self._current = None            # the program command the CSB master is executing
+        self._pending_syncs: list[str] = []   # sync ids the program's end still waits for
         self._channels: dict[str, simpy.Store] = {}
         self.units = build_units(self)
 
@@ -241,9 +242,12 @@ class Engine:
                     f"{where}deadlock at cycle {self.env.now:.0f}: wait: the interrupt line never "
                     f"rose again (interrupts raised: {raised or 'none'}; "
                     f"{'; '.join(waiting) or 'no unit is running'})") from None
+            sync = f" {self._current.sync_id}" if isinstance(self._current, SyncWait) else \
+                "".join(f" {s}" for s in self._pending_syncs)
             raise NvdlaSimError(
                 f"{where or program.name + ': '}deadlock at cycle {self.env.now:.0f}: awaited "
-                f"interrupt never raised ({'; '.join(waiting) or 'no unit is running'})") from None
+                f"interrupt{sync} never raised ({'; '.join(waiting) or 'no unit is running'})"
+            ) from None
         self.timing.finish()
         result.engine = self
         result.launches = list(self.launches)
@@ -404,6 +408,8 @@ class Engine:
                 else:
                     pending_checks.setdefault(cmd.sync_id, []).append(cmd)
         if waits:
+            # (named in a deadlock report: the program's end waits for these)
+            self._pending_syncs = [sid for sid, event in waits.items() if not event.triggered]
             yield simpy.AllOf(env, list(waits.values()))
         self._fired.update(waits)
         if self.launches and self.launches[-1].interrupt is None:

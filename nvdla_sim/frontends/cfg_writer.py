@@ -13,6 +13,10 @@ A `.dat` image holds records `{offset:0x.., size:N, payload:0x.. ...},` of up to
 bytes; all-zero records are left out except the last (loaders fill gaps with zeros and size the
 image by its last byte; the builder zero-fills every loaded region first, so a player that does
 not zero gaps agrees).  Parsing the written test back gives the same commands.
+
+Names follow nvdla/hw's own trace parser (verif/tools/nvdla_trace_parser.py): sync ids are word
+characters only (a program holding another is refused, naming it), and `.dat` file names word
+characters and dots (the test's name is spelled so in them).
 """
 from __future__ import annotations
 
@@ -27,6 +31,22 @@ from ..regs import register_map
 
 FILL_PATTERNS = {0x00: "ALL_ZERO", 0xFF: "ONES", 0xA5: "AFIVE", 0x5A: "FIVEA"}
 RECORD_BYTES = 32
+
+
+def _word(text: str) -> bool:
+    return bool(text) and all(c.isascii() and (c.isalnum() or c == "_") for c in text)
+
+
+def _file_stem(name: str) -> str:
+    """`name` as a mem_load file name may spell it (word characters and dots)."""
+    return "".join(c if c.isascii() and (c.isalnum() or c in "_.") else "_" for c in name)
+
+
+def _sync(sync_id: str, name: str) -> str:
+    if not _word(sync_id):
+        raise NvdlaSimError(f"{name}: sync id '{sync_id}' has characters nvdla/hw's trace parser "
+                            "rejects (it takes letters, digits and '_')")
+    return sync_id
 
 
 def _register_name(regmap, addr: int) -> str:
@@ -83,21 +103,21 @@ def write_cfg(program: RegisterProgram, folder: Path | str, name: str | None = N
                                     f"(patterns: {', '.join(f'0x{v:02x}' for v in FILL_PATTERNS)})")
             lines.append(f"mem_init({_mem(cmd.addr)}, 0x{cmd.addr:x}, 0x{cmd.nbytes:x}, {pattern});")
         elif isinstance(cmd, MemLoad):
-            file_name = f"{name}_{n_images}.dat"
+            file_name = f"{_file_stem(name)}_{n_images}.dat"
             n_images += 1
             write_dat(folder / file_name, cmd.data, record_bytes)
             if cmd.source:
                 lines.append(f"// {file_name}: {cmd.source}")
             lines.append(f"mem_load({_mem(cmd.addr)}, 0x{cmd.addr:x}, \"{file_name}\");")
         elif isinstance(cmd, IntrNotify):
-            lines.append(f"intr_notify({cmd.source}_{cmd.group}, {cmd.sync_id});")
+            lines.append(f"intr_notify({cmd.source}_{cmd.group}, {_sync(cmd.sync_id, name)});")
         elif isinstance(cmd, SyncWait):
-            lines.append(f"sync_wait(NVDLA_{cmd.block}, {cmd.sync_id});")
+            lines.append(f"sync_wait(NVDLA_{cmd.block}, {_sync(cmd.sync_id, name)});")
         elif isinstance(cmd, CheckCrc):
-            lines.append(f"check_crc({cmd.sync_id}, {cmd.mem}, 0x{cmd.addr:x}, 0x{cmd.nbytes:x}, "
+            lines.append(f"check_crc({_sync(cmd.sync_id, name)}, {cmd.mem}, 0x{cmd.addr:x}, 0x{cmd.nbytes:x}, "
                          f"0x{cmd.expected:08x});")
         elif isinstance(cmd, CheckNothing):
-            lines.append(f"check_nothing({cmd.sync_id});")
+            lines.append(f"check_nothing({_sync(cmd.sync_id, name)});")
         else:
             raise NvdlaSimError(f"{name}: cannot write command {cmd!r} to a .cfg")
     path = folder / f"{name}.cfg"

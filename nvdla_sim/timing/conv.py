@@ -322,6 +322,8 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
     out = tm.channel(CH_STRIPE)
     data = yield from waited(env, tm.channel(CH_DATA).get(), tracker, "input not in CBUF")
     weight_pool = tm.pool(POOL_WEIGHT, 1)
+    cdma_clock = unit.engine.units["CDMA"].weight_clock     # units/cdma_gating.py
+    index = getattr(unit, "stats", {}).get("layers", 0)     # CSC's layer, for its report
     free = env.now
     n_groups = len(geom.group_kernels)
     mac_busy = []
@@ -361,8 +363,11 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
         yield from wait_until(env, t)
         if wt.tag:                           # SKIP_WEIGHT_RLS: the next layer may reuse them
             tm.retained["weight"] += wt.n
-        else:
-            weight_pool.release(wt.n)        # the group's ring entries
+        elif wt.n:      # the group's ring entries (clock gating: lost while CDMA's clock is off)
+            cdma_clock.release(weight_pool, wt.n, env.now, index)
+        elif tm.retained["weight"]:          # WEIGHT_REUSE without SKIP_WEIGHT_RLS: CSC frees
+            cdma_clock.release(weight_pool, tm.retained["weight"], env.now, index)  # kept
+            tm.retained["weight"] = 0
         free = t
     if data.tag:                             # SKIP_DATA_RLS
         tm.retained["data"] += data.n

@@ -45,6 +45,10 @@ class Unit:
             if not self._enable[group].triggered:
                 self._enable[group].succeed()
 
+    def enable_event(self, group: int):
+        """The event the unit's next layer in register group `group` starts on (its OP_ENABLE)."""
+        return self._enable[group]
+
     def _loop(self) -> Generator:
         group = 0
         while True:

@@ -41,6 +41,7 @@ from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
 from .cbuf import FEATURE, PIXEL, WINOGRAD, Cbuf, CbufData
+from .cdma_gating import WeightClock
 
 CHANNEL_CSC = "cdma->csc"
 
@@ -212,8 +213,40 @@ class Cdma(Unit):
         self.cbuf = Cbuf(self.hw)
         # The CBUF comes out of reset flushed; traces poll FLUSH_DONE before the first layer.
         self.regs.set_word("S_CBUF_FLUSH_STATUS", 1)
+        # wt_wr_dmatx_cnt's gated clock: releases it misses with clock_gating on (cdma_gating.py)
+        self.weight_clock = WeightClock(self.hw.clock_gating)
+        self._last_banks = (31, 31)     # RTL reset value of CDMA's last data/weight bank
+
+    def pending(self, view: GroupView) -> Generator:
+        """RTL CDMA_wt/dc PEND state: a layer whose D_BANK split differs from the previous layer's
+        waits for CSC's pending request, which CSC sends when it starts that layer.  Modelled
+        when CSC is still running an earlier layer (a CDMA layer enabled ahead of time): CDMA
+        then fetches nothing until CSC has finished it and its next OP_ENABLE arrives.  A CSC
+        that is idle answers within cycles (inside the calibrated CDMA start)."""
+        banks = (view.field("D_BANK", "DATA_BANK"), view.field("D_BANK", "WEIGHT_BANK"))
+        last, self._last_banks = self._last_banks, banks
+        csc = self.engine.units["CSC"]
+        current = csc.stats["layers"]            # the layer CSC runs or waits to start
+        idle = (csc.waiting_for or "").startswith("its D_OP_ENABLE")
+        if banks == last or idle or current >= self.stats["layers"]:
+            return
+        self.waiting_for = "CSC to start its next layer (D_BANK changed: pending)"
+        done = self.engine.timing.layer("conv", current)["done"]
+        if not done.triggered:
+            yield done
+        start = csc.enable_event((current + 1) % 2)   # units alternate their groups from 0
+        if not start.triggered:
+            yield start
+        self.waiting_for = None
+
+    def describe_wait(self) -> str | None:
+        hang = self.weight_clock.enabled and self.weight_clock.describe_hang(
+            self.engine.timing.pool(conv_timing.POOL_WEIGHT, 1))
+        return hang or super().describe_wait()
 
     def execute(self, view: GroupView) -> Generator:
+        self.weight_clock.start(self.env.now)
+        yield from self.pending(view)
         dtype = conv_precision(self, view)
         compressed = weight_compressed(self, view)
         batches = batch_count(self, view)
@@ -273,9 +306,13 @@ class Cdma(Unit):
             weight_ram_type=view.field("D_WEIGHT_RAM_TYPE", "WEIGHT_RAM_TYPE"),
             keep_data=bool(view.field("D_MISC_CFG", "SKIP_DATA_RLS")), keep_weights=keep_all)
         glb = self.engine.glb
+        rates = self.engine.timing.params.rates
+        self.weight_clock.begin_fetch(self.stats["layers"], [
+            a * rates.atom_bytes / rates.cbuf_entry_bytes for a in geom.group_atoms])
         yield from conv_timing.cdma(
             self, geom, on_data_done=lambda: glb.raise_interrupt("CDMA_DAT", view.group),
             on_weight_done=lambda: glb.raise_interrupt("CDMA_WT", view.group))
+        self.weight_clock.stop(self.env.now)
 
     def decompress_weights(self, view: GroupView, raw: np.ndarray, kernels: int,
                            byte_per_kernel: int, group: int, dtype: DataType) -> np.ndarray:
