@@ -209,3 +209,28 @@ def test_workaround_completes_with_gating_on_in_the_same_compute_cycles(tmp_path
     # without the workaround the same network hangs at ip1 (see totals.csv)
     plain_on = _replay(off_path.parent, True)
     assert plain_on.status == "error" and " ip1_" in plain_on.error
+
+
+@pytest.mark.parametrize("scenario, layer, sync", [
+    ("alexnet_nv_small", "conv2.g0", "conv2_g0_SDP_1"),
+    ("resnet50_nv_small", "res2a_branch1", "res2a_branch1_h0_SDP_0")])
+def test_zoo_networks_hang_where_the_issue_saw_the_rtl_hang(tmp_path, scenario, layer, sync):
+    """Issue 16: on the RTL with clock gating on, AlexNet's head hung at conv2 group 0 and
+    ResNet-50's at res2a_branch1.  `nvdla-sim run` (layer by layer, no workaround) reports the
+    deadlock there, one line, naming the step, its sync point and the counter."""
+    from nvdla_sim.scenario.runner import execute, prepare
+    from nvdla_sim.scenario.schema import load_scenario
+    text = (REPO / "scenarios" / f"{scenario}.yaml").read_text()
+    lines = [("hardware: {preset: nv_small, clock_gating: true}" if ln.startswith("hardware:")
+              else "mode: timing-only" if ln.startswith("mode:")
+              else f"outputs: {{directory: {tmp_path / 'out'}}}" if ln.startswith("outputs:")
+              else ln) for ln in text.splitlines()]
+    path = tmp_path / f"{scenario}.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    scn = load_scenario(path)
+    assert scn.hardware.clock_gating
+    with pytest.raises(NvdlaSimError) as exc:
+        execute(prepare(scn), tmp_path / "out")
+    msg = str(exc.value)
+    assert "\n" not in msg and f":{layer}: deadlock" in msg and f" {sync} never raised" in msg
+    assert "wt_wr_dmatx_cnt" in msg and "entries missing" in msg
