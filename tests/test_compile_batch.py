@@ -140,3 +140,29 @@ def test_cli_batch_flag_round_trips_through_save_scenario(tmp_path):
     assert main(["run", str(saved), "--out", str(tmp_path / "b")]) == 0
     again = json.loads((tmp_path / "b" / "report.json").read_text())
     assert again["batch"] == 3 and again["total_cycles"] == first["total_cycles"]
+
+
+def test_batch_is_a_sweep_axis(tmp_path, capsys):
+    """`batch` in a sweep grid: each point's cycles are its batch's, fps its images per second,
+    the values-mode SQNR taken over every image of the batch."""
+    import csv
+
+    from nvdla_sim.cli import main
+    sweep = {"name": "b", "base": {"hardware": "nv_full", "precision": "int8",
+                                   "network": {"input": [3, 12, 12], "layers": LAYERS},
+                                   "input": {"seed": 3}, "weights": {"seed": 2}, **PLAIN},
+             "grid": {"batch": [1, 4]}, "outputs": {"directory": str(tmp_path / "out"),
+                                                    "plots": False}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(sweep))
+    assert main(["sweep", str(tmp_path / "s.yaml"), "--jobs", "1"]) == 0
+    rows = {int(r["batch"]): r for r in csv.DictReader(open(tmp_path / "out" / "results.csv"))}
+    one, four = rows[1], rows[4]
+    for r, n in ((one, 1), (four, 4)):
+        assert float(r["fps"]) == pytest.approx(1000.0 * n / float(r["ms"]))
+        assert float(r["lowest_sqnr_db"]) > 20
+    assert float(four["cycles"]) < 4 * float(one["cycles"])
+    sweep["grid"] = {"batch": [0]}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(sweep))
+    capsys.readouterr()
+    assert main(["sweep", str(tmp_path / "bad.yaml")]) == 2
+    assert "grid.batch[0]: must be an image count in 1..32, got 0" in capsys.readouterr().err

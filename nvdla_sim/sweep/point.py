@@ -58,10 +58,10 @@ def run_scenario_point(scenario: dict, base_dir: str) -> dict:
     runs it (no report files are written)."""
     from ..report.tables import build_report
     from ..compiler.lower import lower_and_run
-    from ..scenario.runner import context, dla_tensors, output_sqnr_db
+    from ..scenario.runner import batch_values, context, output_sqnr_db
     prep = compile_point(scenario, base_dir)
     result = lower_and_run(prep.plan, replace(context(prep), timeline=False))
-    values = dla_tensors(prep.plan, result.outputs) if prep.scenario.values else None
+    values = batch_values(prep.plan, result) if prep.scenario.values else None
     report = build_report(prep, result, values)
     lowest = report.lowest_sqnr
     return {"cycles": result.total_cycles,

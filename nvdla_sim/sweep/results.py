@@ -10,8 +10,10 @@ Columns (empty when they do not apply):
   network, preset, atomic_c, atomic_k, cbuf_banks, cbuf_bank_depth, cbuf_bank_width,
   cvsram_bytes, dram_gbps, clock_mhz, mode,    -- the point's configuration, whatever set it
   weight_bits, activation_bits, rounding       -- (the last three: the sub-8-bit what-if)
+  batch                                        -- images per program (cycles: the batch's)
   <scenario field path>                        -- axes given as field paths
-  cycles, ms, fps                              -- DLA time of one inference at clock_mhz
+  cycles, ms, fps                              -- DLA time of one inference (a batch) at clock_mhz;
+                                                  fps: images per second
   dram_bytes, cvsram_traffic_bytes             -- bytes moved over each interface
   cbuf_kib, macs, sram_bytes, area_proxy       -- the configuration's size (below)
   network_macs, mac_util, min_cbuf_banks, lowest_sqnr_db, gpu_layers
@@ -41,7 +43,7 @@ from .spec import AXES, Point, SweepSpec, axis_path, canonical
 
 CONFIG_COLUMNS = ("network", "preset", "atomic_c", "atomic_k", "cbuf_banks", "cbuf_bank_depth",
                   "cbuf_bank_width", "cvsram_bytes", "dram_gbps", "clock_mhz", "mode",
-                  "weight_bits", "activation_bits", "rounding")
+                  "weight_bits", "activation_bits", "rounding", "batch")
 ENERGY_COLUMNS = ("energy_mj", "avg_power_mw", "peak_power_mw", "area_mm2", "edp", "tops_per_w")
 SPLIT_COLUMNS = tuple(f"energy_{c}_mj" for c in ("dram", "cvsram", "cbuf", "mac", "cacc", "sdp", "pdp",
                                                 "cdp", "leakage"))
@@ -106,7 +108,7 @@ def hardware_columns(scn, bytes_per_mac: float) -> dict:
             "clock_mhz": scn.clock_mhz, "mode": "values+timing" if scn.values else "timing",
             "weight_bits": scn.quantization.weight_bits,
             "activation_bits": scn.quantization.activation_bits,
-            "rounding": scn.quantization.rounding,
+            "rounding": scn.quantization.rounding, "batch": scn.batch,
             "cbuf_kib": hw.cbuf.total_bytes / 1024, "macs": hw.macs, "sram_bytes": sram,
             "area_proxy": round(area_proxy(hw.macs, sram, bytes_per_mac), 3)}
 
@@ -114,7 +116,7 @@ def hardware_columns(scn, bytes_per_mac: float) -> dict:
 def metric_columns(metrics: dict, scn, row: dict) -> dict:
     cycles = float(metrics["cycles"])
     ms = cycles / (scn.clock_mhz * 1e3)
-    out = {"cycles": cycles, "ms": ms, "fps": 1000.0 / ms if ms > 0 else None,
+    out = {"cycles": cycles, "ms": ms, "fps": 1000.0 * scn.batch / ms if ms > 0 else None,
            "dram_bytes": int(metrics.get("dram_bytes") or 0)}
     for name in ("cvsram_traffic_bytes", "lowest_sqnr_db", "output_sqnr_db", "gpu_layers") + \
             ENERGY_COLUMNS + \
@@ -124,7 +126,7 @@ def metric_columns(metrics: dict, scn, row: dict) -> dict:
     if metrics.get("energy_mj") is not None:
         out["edp"] = metrics["energy_mj"] * ms          # energy-delay product, mJ x ms
     if row.get("network_macs") and cycles > 0:
-        out["mac_util"] = row["network_macs"] / (cycles * scn.hardware.macs)
+        out["mac_util"] = row["network_macs"] * scn.batch / (cycles * scn.hardware.macs)
     return out
 
 

@@ -48,6 +48,7 @@ AXES = {
     "weight_bits": "quantization.weight_bits",          # sub-8-bit what-if (docs/precision.md)
     "activation_bits": "quantization.activation_bits",
     "rounding": "quantization.rounding",
+    "batch": "batch",                                    # images per program (scenario batch)
 }
 POSITIVE_INT_AXES = ("cbuf_banks", "cbuf_bank_depth", "cbuf_bank_width", "atomic_c", "atomic_k")
 TOP_KEYS = ("name", "base", "fixed", "grid", "points", "area", "outputs")
@@ -133,6 +134,9 @@ def _check_value(axis: str, value: Any, where: str, sweep_dir: Path) -> Any:
         if value not in ROUNDING_MODES:
             raise FieldError(where, f"unknown rounding mode {value!r} (known: "
                                     f"{', '.join(ROUNDING_MODES)})")
+    elif axis == "batch":
+        if not is_int(value) or not 1 <= value <= 32:
+            raise FieldError(where, f"must be an image count in 1..32, got {value!r}")
     elif axis == "preset":
         if value not in preset_names():
             raise FieldError(where, f"unknown hardware preset {value!r} (known: {', '.join(preset_names())})")
