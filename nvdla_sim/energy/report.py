@@ -68,9 +68,12 @@ def console_lines(rep) -> list[str]:
     e = rep.energy
     share = e.get("share", {})
     parts = ", ".join(f"{k} {100 * share[k]:.0f}%" for k in COMPONENTS if share.get(k, 0) >= 0.005)
-    lines = [f"energy: {rep.energy_mj:.3f} mJ per inference ({parts}); "
+    batch = getattr(rep, "batch", 1)
+    per = "per inference" if batch == 1 else \
+        f"for the batch of {batch} ({rep.energy_mj / batch:.3f} mJ per image)"
+    lines = [f"energy: {rep.energy_mj:.3f} mJ {per} ({parts}); "
              f"{e['pj_per_mac']:.2f} pJ/MAC" if e.get("pj_per_mac") else
-             f"energy: {rep.energy_mj:.3f} mJ per inference ({parts})"]
+             f"energy: {rep.energy_mj:.3f} mJ {per} ({parts})"]
     power = f"power: {rep.avg_power_mw:.0f} mW average" if rep.avg_power_mw else "power: -"
     power += f", {rep.peak_power_mw:.0f} mW peak (1 us)"
     if rep.tops_per_w:

@@ -108,7 +108,7 @@ def hardware_columns(scn, bytes_per_mac: float) -> dict:
             "clock_mhz": scn.clock_mhz, "mode": "values+timing" if scn.values else "timing",
             "weight_bits": scn.quantization.weight_bits,
             "activation_bits": scn.quantization.activation_bits,
-            "rounding": scn.quantization.rounding, "batch": scn.batch,
+            "rounding": scn.quantization.rounding, "batch": getattr(scn, "batch", 1),
             "cbuf_kib": hw.cbuf.total_bytes / 1024, "macs": hw.macs, "sram_bytes": sram,
             "area_proxy": round(area_proxy(hw.macs, sram, bytes_per_mac), 3)}
 
@@ -116,7 +116,8 @@ def hardware_columns(scn, bytes_per_mac: float) -> dict:
 def metric_columns(metrics: dict, scn, row: dict) -> dict:
     cycles = float(metrics["cycles"])
     ms = cycles / (scn.clock_mhz * 1e3)
-    out = {"cycles": cycles, "ms": ms, "fps": 1000.0 * scn.batch / ms if ms > 0 else None,
+    images = getattr(scn, "batch", 1)          # a batch: fps is images per second
+    out = {"cycles": cycles, "ms": ms, "fps": 1000.0 * images / ms if ms > 0 else None,
            "dram_bytes": int(metrics.get("dram_bytes") or 0)}
     for name in ("cvsram_traffic_bytes", "lowest_sqnr_db", "output_sqnr_db", "gpu_layers") + \
             ENERGY_COLUMNS + \
@@ -126,7 +127,7 @@ def metric_columns(metrics: dict, scn, row: dict) -> dict:
     if metrics.get("energy_mj") is not None:
         out["edp"] = metrics["energy_mj"] * ms          # energy-delay product, mJ x ms
     if row.get("network_macs") and cycles > 0:
-        out["mac_util"] = row["network_macs"] * scn.batch / (cycles * scn.hardware.macs)
+        out["mac_util"] = row["network_macs"] * images / (cycles * scn.hardware.macs)
     return out
 
 
