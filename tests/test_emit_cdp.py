@@ -81,9 +81,9 @@ def test_lrn_design_matches_float_lrn(preset, n, alpha, beta, k, s_in):
 def test_lrn_table_design():
     d = lrn_lut_hand(5, 1e-4, 0.75, 1.0, 0.8)
     assert d.max_square_sum == 5 * 128 * 128
-    assert d.lut.lo_index_select == 9          # 256 * 2^9 = 131072 >= 81920 > 256 * 2^8
-    assert d.lut.lo_table[0] == 2 ** 14 == round(1 / d.entry_lsb)   # f(0) = 1 at 2^14
-    assert d.lut.lo_end == 256 * 512
+    assert d.lut.lo_index_select == 9          # 256 * 2^9 = 131072 >= 81921 > 256 * 2^8
+    assert d.lut.lo_table[0] == 2 ** 14 == round(1 / d.entry_lsb)   # f(-1) ~ f(0) = 1 at 2^14
+    assert (d.lut.lo_start, d.lut.lo_end) == (-1, 256 * 512 - 1)   # ss = 0 hits the table
 
 
 def test_lut_loading_registers():

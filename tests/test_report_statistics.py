@@ -221,3 +221,60 @@ def test_lrn_table_is_the_better_of_hand_design_and_fit():
     wide = lrn_lut(n, alpha, beta, k, 1e-3, 32768)
     assert "hand design" in wide.lut.measured["design"]
     assert wide.lut.measured["max_error"] < 1e-4
+
+
+def _classify_exponent(x: np.ndarray, start: int, offset: int, entries: int) -> np.ndarray:
+    """Exponent table: d = x - START; d <= 0 or log2(d) below INDEX_OFFSET underflows,
+    log2(d) - offset >= entries - 1 overflows."""
+    d = x - start
+    log2 = np.floor(np.log2(np.maximum(d, 1))).astype(np.int64)
+    idx = log2 - offset
+    return np.where((d <= 0) | (idx < 0), -1, np.where(idx >= entries - 1, 1, 0))
+
+
+def test_cdp_lut_counters_of_a_relu_lrn_layer(tmp_path):
+    """ReLU -> LRN on nv_large (40 channels: the last atom has 24 padding lanes): the CDP's five
+    LUT counters are the document's disjoint cases of every lane's lookup at its window's square
+    sum (from the convolution's INT8 output), and all-zero windows hit the table (it starts at
+    -1), so nothing is flagged."""
+    from nvdla_sim.compiler.lower import lower_and_run
+    from nvdla_sim.report.statistics import layer_lut
+    net = {"input": [8, 12, 12], "layers": [
+        {"name": "c1", "type": "conv", "out_channels": 40, "kernel": 3, "pad": 1, "relu": True},
+        {"name": "n1", "type": "lrn", "size": 5, "alpha": 1e-4, "beta": 0.75, "k": 1}]}
+    scn = _scenario(tmp_path, "nv_large", net)
+    with contextlib.redirect_stdout(io.StringIO()):
+        prep = prepare(scn)
+    res = lower_and_run(prep.plan, context(prep))
+    cdp = next(layer for layer in prep.plan.layers if layer.kind == "cdp")
+    lut = layer_lut(cdp)
+    x = res.outputs["c1"].astype(np.int64)                          # (40, 12, 12) int8
+    lanes = -(-x.shape[0] // 32) * 32
+    xl = np.zeros((lanes,) + x.shape[1:], np.int64)
+    xl[:x.shape[0]] = x
+    sq = np.pad(xl ** 2, ((2, 2), (0, 0), (0, 0)))
+    ss = sum(sq[i:i + lanes] for i in range(5)).ravel()            # window of 5, clipped at 0
+    le = (_classify_exponent(ss, lut.le_start, lut.le_index_offset, 65)
+          if lut.le_function == "EXPONENT" else _classify(ss, lut.le_start, lut.le_index_select, 65))
+    lo = _classify(ss, lut.lo_start, lut.lo_index_select, 257)
+    expected = {"uflow": int(np.sum((le == -1) & (lo == -1))),
+                "oflow": int(np.sum((le == 1) & (lo == 1))),
+                "le_hit": int(np.sum((le == 0) & (lo != 0))),
+                "lo_hit": int(np.sum((lo == 0) & (le != 0)))}
+    expected["hybrid"] = ss.size - sum(expected.values())
+    t = next(t for t in res.layers if t.name == cdp.name)
+    unit, counts = lut_counts(t.statistics)
+    assert unit == "CDP" and counts == expected
+    assert np.count_nonzero(ss == 0) > 24 * 144 and counts["uflow"] == 0
+    assert statistics_flags(t.statistics, 40 * 144) == []
+
+
+def test_batch_statistics_cover_every_image(tmp_path):
+    """batch 2 (nv_large): the LUT lookups of each hardware layer are those of both images."""
+    net = {"input": [32, 6, 6], "layers": [
+        {"name": "c1", "type": "conv", "out_channels": 32, "kernel": 1},
+        {"name": "sg", "type": "sigmoid"}]}
+    _, rep, _ = _run(_scenario(tmp_path, "nv_large", net, batch=2), tmp_path)
+    unit, counts = lut_counts(rep.rows[0].statistics)
+    assert counts["hybrid"] + counts["uflow"] + counts["oflow"] == 2 * 32 * 6 * 6
+    assert rep.rows[0].luts[0]["lookups"] == 2 * 32 * 6 * 6

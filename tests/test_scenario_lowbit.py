@@ -160,3 +160,17 @@ def test_sweep_axes_for_bits_and_rounding(tmp_path):
         with pytest.raises(NvdlaSimError, match=rf"grid.{axis}\[1\]: {message}"):
             parse_sweep({"base": {**BASE}, "grid": {axis: [4, bad] if axis != "rounding"
                                                     else ["nearest", bad]}}, tmp_path)
+
+
+def test_probabilistic_weights_follow_the_seed():
+    def weights(seed):
+        prep = prepare(scenario(weight_bits=3, rounding="probabilistic", seed=seed))
+        return [layer.quant.weight for layer in prep.plan.layers if layer.kind == "conv"]
+    a, b, c = weights(1), weights(1), weights(2)
+    assert all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert not all(np.array_equal(x, y) for x, y in zip(a, c))
+    # every code is one of the two grid points around the exact value q8 * 3 / 127
+    for layer_w, q in zip(a, [layer.conv.weight for layer in prepare(scenario()).plan.layers
+                              if layer.kind == "conv"]):
+        exact = _int8_weights(q) * 3 / 127
+        assert np.all((layer_w >= np.floor(exact)) & (layer_w <= np.ceil(exact)))

@@ -708,6 +708,10 @@ def _merge_images(timings: list[LayerTiming]) -> list[LayerTiming]:
                      "cvsram_write_bytes", "register_writes"):
             setattr(m, attr, getattr(m, attr) + getattr(t, attr))
         m.cbuf_refetch = m.cbuf_refetch or t.cbuf_refetch
+        if t.statistics is not None:        # every image's counters (report/statistics.py)
+            m.statistics = dict(m.statistics or {})
+            for key, value in t.statistics.items():
+                m.statistics[key] = m.statistics.get(key, 0) + value
     return list(merged.values())
 
 

@@ -156,8 +156,9 @@ def _lrn_best(local_size: int, alpha: float, beta: float, k: float, in_scale: fl
     candidates = [(hand.lut, "LO linear + LE exponent (hand design)")]
     if hand.max_square_sum < (1 << 31) - 1:
         from ..lut.fit import fit
-        fitted = fit(Function("lrn", name, f), (0.0, hand.max_square_sum), "int8", FIT_HARDWARE,
-                     in_scale=1.0, out_scale=hand.entry_lsb)
+        start = -1.0 if np.isfinite(f(-1.0)) else 0.0   # ss = 0 a hit (see lrn_lut_hand)
+        fitted = fit(Function("lrn", name, f), (start, hand.max_square_sum), "int8",
+                     FIT_HARDWARE, in_scale=1.0, out_scale=hand.entry_lsb)
         candidates.append((fitted.lut, f"{fitted.design.description} (lut.fit)"))
     measured = [replace(lut, measured=measure_cdp_lut(lut, f, hand.entry_lsb, hand.max_square_sum,
                                                       "LRN", design))
@@ -168,8 +169,8 @@ def _lrn_best(local_size: int, alpha: float, beta: float, k: float, in_scale: fl
 
 def lrn_lut_hand(local_size: int, alpha: float, beta: float, k: float, in_scale: float,
                  max_input: int = 128) -> LrnLutDesign:
-    """The hand LRN design: LO linear over every square sum of the input type, LE exponent
-    (entry i = f(2^i)) behind it, LO wins when it hits, slopes 0."""
+    """The hand LRN design: LO linear from -1 over every square sum of the input type, LE
+    exponent (entry i = f(2^i)) behind it, LO wins when it hits, slopes 0."""
     if k <= 0 and beta > 0:
         raise NvdlaSimError(f"LRN k={k} must be > 0")
     coeff = alpha / local_size * in_scale * in_scale
@@ -183,12 +184,16 @@ def lrn_lut_hand(local_size: int, alpha: float, beta: float, k: float, in_scale:
     while bits < 30 and f_max * (1 << (bits + 1)) <= INT16_MAX:
         bits += 1
     scale = float(1 << bits)
-    lo_select = index_select_for(max_ss, LO_ENTRIES)
-    lo_points = np.arange(LO_ENTRIES, dtype=np.float64) * (1 << lo_select)
+    # LO starts at -1: an all-zero window (ReLU zeros, the padding lanes of the last atom) hits
+    # the table instead of counting as an underflow in D_PERF_LUT_UFLOW.
+    lo_select = index_select_for(max_ss + 1, LO_ENTRIES)
+    lo_points = -1.0 + np.arange(LO_ENTRIES, dtype=np.float64) * (1 << lo_select)
     le_points = np.power(2.0, np.arange(LE_ENTRIES, dtype=np.float64))
-    lut = Lut(le_table=_int16(f(le_points) * scale), lo_table=_int16(f(lo_points) * scale),
+    lo_values = f(lo_points)
+    lo_values = np.where(np.isfinite(lo_values), lo_values, f(0))
+    lut = Lut(le_table=_int16(f(le_points) * scale), lo_table=_int16(lo_values * scale),
               le_function="EXPONENT", le_index_offset=0, lo_index_select=lo_select,
-              le_start=0, le_end=0, lo_start=0, lo_end=int(lo_points[-1]),
+              le_start=0, le_end=0, lo_start=-1, lo_end=int(lo_points[-1]),
               uflow_priority="LO", oflow_priority="LE", hybrid_priority="LO")
     return LrnLutDesign(lut, 1.0 / scale, max_ss)
 

@@ -199,9 +199,10 @@ def _sum(dicts: list[dict[str, int]]) -> dict[str, int]:
     return out
 
 
-def attach_statistics(row, plan, layers, timings: dict) -> None:
-    """Fill a report row's statistics (summed over its hardware layers; None when no layer was
-    counted: timing-only runs), flags (per hardware layer) and LUT descriptions."""
+def attach_statistics(row, plan, layers, timings: dict, batch: int = 1) -> None:
+    """Fill a report row's statistics (summed over its hardware layers and the batch's images;
+    None when no layer was counted: timing-only runs), flags (per hardware layer, against the
+    batch's output elements) and LUT descriptions."""
     counted = [timings[layer.name].statistics for layer in layers
                if layer.name in timings and timings[layer.name].statistics is not None]
     row.statistics = _sum(counted) if counted else None
@@ -210,7 +211,8 @@ def attach_statistics(row, plan, layers, timings: dict) -> None:
         t = timings.get(layer.name)
         if t is not None and t.statistics is not None:
             row.stats_flags += [f"{layer.name}: {f}" for f in
-                                statistics_flags(t.statistics, layer_output_elements(plan, layer))]
+                                statistics_flags(t.statistics,
+                                                 batch * layer_output_elements(plan, layer))]
     luts = []
     for layer in layers:
         lut = layer_lut(layer)

@@ -174,7 +174,7 @@ def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanRes
                                 bound=max(told, key=lambda t: t.cycles).bound if told else None,
                                 cbuf_refetch=any(t.cbuf_refetch for t in ts))
             r.bound = classify_bound(whole, r.macs, macs_per_cycle, bytes_per_cycle)
-        attach_statistics(r, plan, layers, timing)
+        attach_statistics(r, plan, layers, timing, batch)
         out_tensor = ops[-1]
         if reference is not None and values is not None and out_tensor in values:
             ref = reference[out_tensor]
