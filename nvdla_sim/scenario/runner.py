@@ -29,7 +29,7 @@ from .quantize import (Calibration, QuantConfig, dequantize, quantize_input, qua
                        quantize_tensor)
 from .reference import run_op, run_reference, sqnr_db
 from .schema import Scenario, load_scenario
-from .weights import Weights, check_weights, load_npz, random_weights
+from .weights import Weights, check_weights, load_npz, random_weights, stand_in_weights
 
 @dataclass
 class Prepared:
@@ -68,7 +68,8 @@ def network_weights(scn: Scenario, network: Network, model_weights: Weights | No
     if w.source == "model" and model_weights is not None:
         check_weights(network, model_weights, "network.onnx")
         return model_weights
-    rnd = random_weights(network, w.seed)
+    # timing only: stand-ins of the right shapes (weights.stand_in_weights; same register writes)
+    rnd = (random_weights if scn.values else stand_in_weights)(network, w.seed)
     if model_weights:                     # ONNX with a seed: keep the model's constants for non-weights
         rnd = {**model_weights, **rnd}
     return rnd
