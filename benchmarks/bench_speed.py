@@ -3,9 +3,10 @@
     python benchmarks/bench_speed.py [--quick] [--repeat N]
 
 For ResNet-50 (INT8) on nv_large, nv_small_256 and nv_small prints, each a median of N runs:
-- `whole`: wall seconds of the whole `nvdla-sim run` command in timing-only mode (a fresh
-  process: imports, compile, run, reports and plots) and its peak memory (resource.getrusage of
-  the child: max RSS);
+- `whole`: wall and CPU (user + system) seconds of the whole `nvdla-sim run` command in
+  timing-only mode (a fresh process: imports, compile, run, reports and plots, as the shipped
+  scenario asks: `outputs.plots: true`), the same without plots (`plots: false`), and its peak
+  memory (the child's max RSS from wait4);
 - `sim`: seconds inside the simulation (lower_and_run: the engine's events, in-process), its CPU
   seconds, SimPy events per run, simulated cycles and cycles per wall second;
 - on nv_large also values+timing (whole command).
@@ -29,19 +30,23 @@ sys.path.insert(0, str(ROOT))     # NVDLA_SIM_ROOT: time another checkout (a "be
 PRESETS = ("nv_large", "nv_small_256", "nv_small")
 
 
-def scenario_file(folder: Path, hardware: str, mode: str) -> Path:
-    """scenarios/resnet50_nv_large.yaml with another preset, mode and output folder."""
+def scenario_file(folder: Path, hardware: str, mode: str, plots: bool = True) -> Path:
+    """scenarios/resnet50_nv_large.yaml with another preset, mode, plots and output folder."""
     text = (ROOT / "scenarios" / "resnet50_nv_large.yaml").read_text()
     text = text.replace("hardware: nv_large", f"hardware: {hardware}")
     text = text.replace("mode: values+timing", f"mode: {mode}")
-    text = text.replace("directory: out/resnet50_nv_large", f"directory: {folder / (hardware + '_' + mode)}")
-    path = folder / f"resnet50_{hardware}_{mode}.yaml"
+    tag = f"{hardware}_{mode}" + ("" if plots else "_noplots")
+    text = text.replace("directory: out/resnet50_nv_large", f"directory: {folder / tag}")
+    if not plots:
+        text = text.replace("plots: true", "plots: false")
+    path = folder / f"resnet50_{tag}.yaml"
     path.write_text(text)
     return path
 
 
-def whole_command(path: Path) -> tuple[float, float]:
-    """(wall s, peak MiB) of `nvdla-sim run PATH` in a child process (its own rusage: wait4)."""
+def whole_command(path: Path) -> tuple[float, float, float]:
+    """(wall s, CPU s, peak MiB) of `nvdla-sim run PATH` in a child process (its own rusage:
+    wait4).  CPU seconds compare across a busy machine; wall seconds do not."""
     start = time.perf_counter()
     child = subprocess.Popen([sys.executable, "-m", "nvdla_sim.cli", "run", str(path)],
                              stdout=subprocess.DEVNULL, cwd=ROOT)
@@ -50,7 +55,7 @@ def whole_command(path: Path) -> tuple[float, float]:
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise SystemExit(f"nvdla-sim run {path} failed ({child.returncode})")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def inside(path: Path) -> dict:
@@ -77,24 +82,30 @@ def main() -> int:
     n = 1 if args.quick else args.repeat
     print(f"ResNet-50 INT8, median of {n}; load average {os.getloadavg()[0]:.1f} on "
           f"{os.cpu_count()} cores (figures on a busy machine are slower)")
-    print(f"{'preset':<14}{'whole s':>9}{'peak MiB':>10}{'sim s':>8}{'sim cpu s':>10}"
-          f"{'events':>10}{'cycles':>12}{'Mcycles/s':>10}")
+    print(f"{'preset':<14}{'whole s':>9}{'cpu s':>7}{'no-plots s':>11}{'cpu s':>7}{'peak MiB':>10}"
+          f"{'sim s':>8}{'sim cpu s':>10}{'events':>11}{'cycles':>12}{'Mcycles/s':>10}")
+
+    def med(runs, i):
+        return statistics.median(r[i] for r in runs)
+
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         for hw in args.presets.split(","):
             path = scenario_file(folder, hw, "timing-only")
             whole = [whole_command(path) for _ in range(n)]
+            bare = [whole_command(scenario_file(folder, hw, "timing-only", plots=False))
+                    for _ in range(n)]
             sims = [inside(path) for _ in range(n)]
             wall = statistics.median(s["wall"] for s in sims)
-            print(f"{hw:<14}{statistics.median(w for w, _ in whole):>9.2f}"
-                  f"{max(m for _, m in whole):>10.0f}{wall:>8.2f}"
-                  f"{statistics.median(s['cpu'] for s in sims):>10.2f}{sims[0]['events']:>10,}"
+            print(f"{hw:<14}{med(whole, 0):>9.2f}{med(whole, 1):>7.2f}{med(bare, 0):>11.2f}"
+                  f"{med(bare, 1):>7.2f}{max(r[2] for r in whole + bare):>10.0f}{wall:>8.2f}"
+                  f"{statistics.median(s['cpu'] for s in sims):>10.2f}{sims[0]['events']:>11,}"
                   f"{sims[0]['cycles']:>12,.0f}{sims[0]['cycles'] / wall / 1e6:>10.2f}")
         if not args.quick:
             path = scenario_file(folder, "nv_large", "values+timing")
             whole = [whole_command(path) for _ in range(n)]
-            print(f"nv_large values+timing: whole command {statistics.median(w for w, _ in whole):.2f} s, "
-                  f"peak {max(m for _, m in whole):.0f} MiB")
+            print(f"nv_large values+timing: whole command {med(whole, 0):.2f} s "
+                  f"({med(whole, 1):.2f} CPU s), peak {max(r[2] for r in whole):.0f} MiB")
     return 0
 
 
