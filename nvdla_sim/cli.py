@@ -298,8 +298,8 @@ def _clock_gating_note(plan, hw, emitting: bool) -> str | None:
     if emitting:
         return ("note: clock_gating: true: the trace enables each convolution layer's CDMA ahead "
                 "(compiler/clock_gating.py), so CDMA's gated clock loses no weight releases but "
-                "the last layer's; a layer with the previous layer's D_BANK split is left in "
-                "place and still loses them (docs/network-timing.md)")
+                "the last layer's; a layer with the previous layer's D_BANK split gets another where "
+                "one fits, else it still loses them (docs/network-timing.md)")
     return ("warning: clock_gating: true: run layer after layer (nvdla-sim run, or a trace without "
             "the workaround) a network whose layers load different weights hangs, as on the RTL; "
             "compile --emit-cfg emits the workaround, else set clock_gating: false "

@@ -234,3 +234,32 @@ def test_zoo_networks_hang_where_the_issue_saw_the_rtl_hang(tmp_path, scenario, 
     msg = str(exc.value)
     assert "\n" not in msg and f":{layer}: deadlock" in msg and f" {sync} never raised" in msg
     assert "wt_wr_dmatx_cnt" in msg and "entries missing" in msg
+
+
+def test_cdma_ahead_gives_a_layer_sharing_the_previous_split_another_one():
+    """A layer (with the layers reusing its data or weights) whose D_BANK split equals the
+    previous layer's gets another split its input and weights still fit, on CDMA and CSC alike,
+    so that it can be enabled ahead."""
+    from nvdla_sim.compiler.clock_gating import cdma_ahead
+    from nvdla_sim.program import RegisterProgram, RegWrite, SyncWait
+    hw = load_hardware("nv_small")
+
+    def layer(misc: int, data_banks: int = 4, weight_banks: int = 4):
+        bank = (data_banks - 1) | ((weight_banks - 1) << 16)
+        return [RegWrite(0, bank, "CSC.D_BANK"), RegWrite(0, 0, "CDMA.S_POINTER"),
+                RegWrite(0, misc, "CDMA.D_MISC_CFG"), RegWrite(0, 9, "CDMA.D_ENTRY_PER_SLICE"),
+                RegWrite(0, 9 << 16, "CDMA.D_DATAIN_SIZE_0"),       # 10 rows x 10 entries
+                RegWrite(0, 99, "CDMA.D_WEIGHT_SIZE_0"), RegWrite(0, 7, "CDMA.D_WEIGHT_SIZE_1"),
+                RegWrite(0, 800, "CDMA.D_WEIGHT_BYTES"), RegWrite(0, bank, "CDMA.D_BANK"),
+                RegWrite(0, 1, "CDMA.D_OP_ENABLE"), SyncWait("CDMA", "x")]
+    keep, reuse = 1 << 28, 1 << 20                  # SKIP_WEIGHT_RLS, WEIGHT_REUSE
+    program = RegisterProgram("p", layer(0) + layer(keep) + layer(reuse) + layer(0))
+    out, moved, kept = cdma_ahead(program, hw)
+    cdma = [c.value for c in out.commands if getattr(c, "name", "") == "CDMA.D_BANK"]
+    csc = [c.value for c in out.commands if getattr(c, "name", "") == "CSC.D_BANK"]
+    split = [((v & 31) + 1, ((v >> 16) & 31) + 1) for v in cdma]
+    assert split == [(4, 4), (4, 5), (4, 5), (4, 4)]   # one weight bank more: 9 of 32 used
+    assert sorted(csc) == sorted(cdma)
+    assert (moved, kept) == (2, 1)                  # the reusing layer keeps its pair's split
+    # without the hardware nothing is re-split: both middle layers share the first's split
+    assert cdma_ahead(program)[1:] == (0, 3)

@@ -750,7 +750,7 @@ def emit_trace(plan: HwPlan, ctx: LoweringContext, folder: Path | str, name: str
     program = lowered.program
     if ctx.hw.clock_gating:         # the clock-gating hang's workaround (compiler/clock_gating.py)
         from .clock_gating import cdma_ahead
-        program = cdma_ahead(program)[0]
+        program = cdma_ahead(program, ctx.hw)[0]
     program, result = simulate_crcs(program, ctx.hw, memory)
     if fmt == "txn":
         from ..frontends.txn_writer import emit_txn_trace
