@@ -237,7 +237,11 @@ def cmd_run(args) -> int:
             scn.host = _host(args)      # the end-to-end time's host (scenario field host)
         _check_writable_dir(args.out or Path(scn.outputs.directory),
                             "--out" if args.out else "outputs.directory")
-        report = execute(prepare(scn), args.out)
+        prep = prepare(scn)
+        try:
+            report = execute(prep, args.out)
+        except NvdlaSimError as exc:       # lowering's refusals name the scenario too
+            raise type(exc)(f"{scn.path}: {exc}") from None
         return 0 if report.total_cycles is not None else 1
     # A model (or a scenario with flags): through the public API, flags = scenario fields.
     if args.host:
@@ -248,6 +252,8 @@ def cmd_run(args) -> int:
         _check_writable_dir(args.out, "--out")
     if args.save_outputs:
         _check_writable_dir(args.save_outputs, "--save-outputs")
+    if args.save_scenario:
+        _check_writable_file(args.save_scenario, "--save-scenario")
     result = run(args.scenario, hardware=args.hardware, precision=args.precision, mode=args.mode,
                  gpu_fallback=args.gpu_fallback, input=args.input, weights_seed=args.weights_seed,
                  batch=args.batch, out_dir=args.out, quiet=False)
@@ -324,11 +330,26 @@ def _emit_vp(prep, folder: Path, name: str) -> Path:
     return write_vp_trace(lowered.program, ctx.hw, folder, name) / "input.txn"
 
 
+def _validation_progress():
+    """On a terminal, 'checking point i/n' every second while a large grid is validated."""
+    if not sys.stderr.isatty():
+        return None
+    last = [time.monotonic()]
+
+    def show(i: int, n: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 1.0 or i == n - 1:
+            last[0] = now
+            sys.stderr.write(f"\rchecking point {i + 1:,}/{n:,}" + ("\n" if i == n - 1 else ""))
+            sys.stderr.flush()
+    return show
+
+
 def cmd_sweep(args) -> int:
     from .sweep.backends import make_backend
     from .sweep.driver import run_sweep, runner_by_name
     from .sweep.spec import load_sweep
-    spec = load_sweep(args.sweep)
+    spec = load_sweep(args.sweep, _validation_progress())
     _check_writable_dir(args.out or Path(spec.out_dir), "--out" if args.out else "the sweep's outputs")
     backend = make_backend(args.backend, args.jobs, args.ray_address)
     print(f"{spec.name}: {len(spec.points)} points, backend {args.backend}"

@@ -30,6 +30,12 @@ def conv_registers(cdma: dict, csc: dict, proc: DataType, out_w: int, out_h: int
                          ("CACC", cacc)):
         for reg, f in fields.items():
             regs[f"{unit}.{reg}"] = f
+    # The CSC reads CBUF with its own slice size, weight bytes and atomic-operation count
+    # (units/checks.py): a program the hardware runs gives it the CDMA's values.
+    for reg in ("D_ENTRY_PER_SLICE", "D_WEIGHT_BYTES"):
+        if f"CDMA.{reg}" in regs:
+            regs.setdefault(f"CSC.{reg}", regs[f"CDMA.{reg}"])
+    regs.setdefault("CSC.D_ATOMICS", {"ATOMICS": out_w * out_h - 1})
     for name, f in (overrides or {}).items():
         regs[name] = {**regs.get(name, {}), **f}
     return regs

@@ -308,6 +308,12 @@ def _layerreg_writes(cdma: dict, csc: dict, cacc: dict, misc: int = 0, group: in
     """Registers of one layer in register group `group`, then its OP_ENABLEs."""
     common = {"D_MISC_CFG": {"CONV_MODE": misc}}
     regs = {f"{u}.S_POINTER": {"PRODUCER": group} for u in CONV_UNITS}
+    # the CSC's own copies of the CDMA's slice size and weight bytes, and its atomic-operation
+    # count (units/checks.py refuses a program whose CSC disagrees)
+    out = csc.get("D_DATAOUT_SIZE_0", {})
+    csc = {**{reg: cdma[reg] for reg in ("D_ENTRY_PER_SLICE", "D_WEIGHT_BYTES") if reg in cdma},
+           "D_ATOMICS": {"ATOMICS": (out.get("DATAOUT_WIDTH", 0) + 1)
+                         * (out.get("DATAOUT_HEIGHT", 0) + 1) - 1}, **csc}
     for unit, fields in (("CDMA", cdma), ("CSC", csc), ("CMAC_A", {}), ("CMAC_B", {}),
                          ("CACC", cacc)):
         for reg, f in {**common, **fields}.items():

@@ -242,6 +242,9 @@ class _Importer:
             elif op == "LRN":
                 if int(a["size"]) < 1:
                     raise self.fail(node, f"size {a['size']}: must be >= 1")
+                if not float(a.get("bias", 1.0)) > 0 or float(a.get("alpha", 1e-4)) < 0:
+                    raise self.fail(node, "bias must be > 0 and alpha >= 0 (the base of the "
+                                          "power must stay positive)")
                 net.add("lrn", out, ins[0], size=int(a["size"]), alpha=float(a.get("alpha", 1e-4)),
                         beta=float(a.get("beta", 0.75)), k=float(a.get("bias", 1.0)))
             elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):

@@ -28,6 +28,7 @@ from ..errors import NvdlaSimError
 from .quantize import (Calibration, QuantConfig, dequantize, quantize_input, quantize_plan,
                        quantize_tensor)
 from .reference import run_op, run_reference, sqnr_db
+from .limits import check_memory
 from .schema import Scenario, load_scenario
 from .weights import Weights, check_weights, load_npz, random_weights, stand_in_weights
 
@@ -135,10 +136,15 @@ def prepare(scn: Scenario) -> Prepared:
 
 def _prepare(scn: Scenario) -> Prepared:
     network, model_weights = build_network(scn)
+    check_memory(network, scn.values, getattr(scn, "batch", 1),   # before any array
+                 input_image=scn.values or scn.input.source == "npy",
+                 weights=scn.weights.source == "npz")
     support = check_support(network, scn.hardware)
     check_fallback(scn, network, support)
     weights = network_weights(scn, network, model_weights)
-    x = make_input(scn, network)
+    # timing: activations are sized tokens, so no random image is drawn (a .npy is still read:
+    # its shape is checked)
+    x = make_input(scn, network) if scn.values or scn.input.source == "npy" else None
     plan = build_plan(network, weights, scn.hardware, support, scn.dtype, scn.layer_dtypes)
     prep = Prepared(scn, network, weights, support, plan, x)
     if scn.values:

@@ -33,6 +33,9 @@ MAX_GBPS = 100_000.0            # 100 TB/s: above any DRAM or SRAM interface
 MAX_LATENCY_NS = 1e6            # 1 ms per request
 MAX_CVSRAM_BYTES = 1 << 32      # CVSRAM is an on-chip SRAM; 4 GiB is far above any built
 DIM_WHY = f"NVDLA's largest cube dimension is {MAX_DIM}"
+LRN_MAX = 1e4                   # LRN alpha and k
+# clip bounds and ReLU slopes: values every precision holds (FP16's largest finite value)
+FP16_RANGE = {"minimum": -65504.0, "maximum": 65504.0, "why": "the largest FP16 value"}
 
 
 class FieldError(NvdlaSimError):
@@ -193,6 +196,12 @@ def check_name(v: Any, where: str) -> str:
 _NAME = re.compile(r"[A-Za-z0-9_.+=,-]+")
 
 
+def safe_name(stem: str) -> str:
+    """A default name from a file name, made safe: other characters become '_'."""
+    name = re.sub(r"[^A-Za-z0-9_.+=,-]", "_", stem)[:128].lstrip(".-")
+    return name or "scenario"
+
+
 def _choice(d: dict, key: str, path: str, choices: tuple, default: str) -> str:
     where = f"{path}.{key}" if path else key
     v = d.get(key, default)
@@ -294,7 +303,7 @@ def _network(value: Any, base: Path) -> NetworkSpec:
                          + (f" (got {', '.join(given)})" if given else ""))
     if "builtin" in d:
         name = d["builtin"]
-        if name not in BUILTIN:
+        if not isinstance(name, str) or name not in BUILTIN:
             raise FieldError("network.builtin", f"unknown network {name!r} (built-in: {', '.join(BUILTIN)})")
         return NetworkSpec("builtin", d.get("name", name), builtin=name)
     if "onnx" in d:
@@ -382,7 +391,7 @@ def parse_layers(d: dict, path: str) -> Network:
         if not isinstance(layer, dict):
             raise FieldError(where, f"expected a mapping, got {layer!r}")
         kind = layer.get("type")
-        if kind not in LAYER_FIELDS:
+        if not isinstance(kind, str) or kind not in LAYER_FIELDS:
             raise FieldError(f"{where}.type", f"must be one of {', '.join(LAYER_FIELDS)}, got {kind!r}")
         name = layer.get("name")
         if not isinstance(name, str) or not name:
@@ -445,17 +454,20 @@ def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dic
     elif kind == "lrn":
         net.add("lrn", name, inputs, size=get_num("size", 5, integer=True, minimum=1,
                                                    maximum=MAX_DIM),
-                alpha=float(get_num("alpha", 1e-4)), beta=float(get_num("beta", 0.75)),
-                k=float(get_num("k", 1.0)))
+                # (k + alpha/size * sum x^2)^-beta: k > 0 keeps the base positive; the bounds
+                # keep the LUT's table finite (typical: alpha 1e-4, beta 0.75, k 1 or 2)
+                alpha=float(get_num("alpha", 1e-4, minimum=0, maximum=LRN_MAX)),
+                beta=float(get_num("beta", 0.75, minimum=0, maximum=16)),
+                k=float(get_num("k", 1.0, minimum=0, exclusive=True, maximum=LRN_MAX)))
     elif kind == "add":
         net.add("add", name, inputs, relu=get_bool("relu"))
     elif kind == "prelu":
-        attrs = {"slope": float(get_num("slope"))} if "slope" in layer else {}
+        attrs = {"slope": float(get_num("slope", **FP16_RANGE))} if "slope" in layer else {}
         net.add("prelu", name, inputs, **attrs)
     elif kind == "leaky_relu":
-        net.add("prelu", name, inputs, slope=float(get_num("alpha", 0.01)))
+        net.add("prelu", name, inputs, slope=float(get_num("alpha", 0.01, **FP16_RANGE)))
     elif kind == "clip":
-        lo, hi = float(get_num("min", 0.0)), float(get_num("max"))
+        lo, hi = float(get_num("min", 0.0, **FP16_RANGE)), float(get_num("max", **FP16_RANGE))
         if lo > hi:
             raise FieldError(f"{where}.min", f"must not exceed max ({hi:g}), got {lo:g}")
         net.add("clip", name, inputs, min=lo, max=hi)
@@ -599,7 +611,7 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
     d = _mapping(data, "", TOP_FIELDS)
     if not d:
         raise FieldError("", "empty scenario (needs at least hardware and network)")
-    name = check_name(d.get("name", default_name), "name")
+    name = check_name(d["name"], "name") if "name" in d else safe_name(default_name)
     hw = _hardware(d.get("hardware"))
     clock = float(_number(d, "clock_mhz", "", 1000.0, minimum=0, exclusive=True,
                           maximum=MAX_CLOCK_MHZ))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from typing import Iterable, Iterator
 
 from ..errors import NvdlaSimError
@@ -41,16 +42,39 @@ class LocalBackend:
             for p in points:
                 yield evaluate_point(p, runner, bytes_per_mac)
             return
-        pool = ProcessPoolExecutor(max_workers=min(self.jobs, len(points)))
+        # A worker that dies (the kernel kills it for memory, a signal) breaks the pool and every
+        # point in it: those run again in a new pool, then any lost twice alone, and a point
+        # that kills even its own pool is an error row; the sweep goes on.
+        lost = yield from self._pool(points, runner, bytes_per_mac, self.jobs)
+        if lost:
+            lost = yield from self._pool(lost, runner, bytes_per_mac, self.jobs)
+        for p in lost:
+            if (yield from self._pool([p], runner, bytes_per_mac, 1)):
+                yield dead_worker_row(p)
+
+    @staticmethod
+    def _pool(points: list[Point], runner: PointRunner, bytes_per_mac: float,
+              jobs: int) -> Iterator[dict]:
+        """Yield the rows of `points` run in one process pool; return the points a dead worker
+        took down."""
+        pool = ProcessPoolExecutor(max_workers=min(jobs, len(points)))
+        lost: list[Point] = []
         try:
-            pending = {pool.submit(evaluate_point, p, runner, bytes_per_mac) for p in points}
+            pending = {pool.submit(evaluate_point, p, runner, bytes_per_mac): p for p in points}
             while pending:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
-                    yield f.result()
+                    p = pending.pop(f)
+                    try:
+                        row = f.result()
+                    except BrokenProcessPool:
+                        lost.append(p)
+                        continue
+                    yield row
         finally:
             # On an interrupt: drop what has not started; finished rows were already saved.
             pool.shutdown(wait=True, cancel_futures=True)
+        return sorted(lost, key=lambda p: p.index)
 
 
 class RayBackend:
@@ -94,6 +118,15 @@ class RayBackend:
         finally:
             if started:
                 ray.shutdown()
+
+
+def dead_worker_row(point: Point) -> dict:
+    """The `error` row of a point whose worker process died under it."""
+    from .results import base_row
+    row = base_row(point)
+    row.update(status="error", wall_s=0.0, reason="the worker process died running this point "
+               "(killed by a signal: out of memory?)")
+    return row
 
 
 def make_backend(name: str, jobs: int | None = None, address: str | None = None):

@@ -85,8 +85,31 @@ def energy_metrics(report) -> dict:
             **{f"energy_{k.lower()}_mj": v * 1e-3 for k, v in split.items()}}
 
 
+def failure_reason(exc: BaseException) -> str:
+    """One line for a point that raised something else than NvdlaSimError: the exception and
+    the line it came from (a MemoryError says so: the point needs more than the machine has)."""
+    tb = traceback.extract_tb(exc.__traceback__)
+    where = f" ({Path(tb[-1].filename).name}:{tb[-1].lineno})" if tb else ""
+    if isinstance(exc, MemoryError):
+        return f"out of memory (MemoryError{where}): the point needs more than this machine has"
+    return " ".join(f"{type(exc).__name__}: {exc}{where}".split())
+
+
 def evaluate_point(point: Point, runner: PointRunner, bytes_per_mac: float) -> dict:
-    """The result row of one point (never raises for a point's own failure)."""
+    """The result row of one point; never raises for a point's own failure: anything it raises
+    (MemoryError and RecursionError included) becomes its `error` row and the sweep goes on."""
+    start = time.perf_counter()
+    try:
+        return _evaluate_point(point, runner, bytes_per_mac)
+    except Exception as exc:
+        from .results import base_row
+        row = base_row(point)
+        row.update(status="error", reason=failure_reason(exc),
+                   wall_s=round(time.perf_counter() - start, 3))
+        return row
+
+
+def _evaluate_point(point: Point, runner: PointRunner, bytes_per_mac: float) -> dict:
     from ..scenario.schema import parse_scenario
     from .results import base_row, hardware_columns, metric_columns
     start = time.perf_counter()
@@ -116,7 +139,6 @@ def evaluate_point(point: Point, runner: PointRunner, bytes_per_mac: float) -> d
     except NvdlaSimError as exc:
         return done("error", str(exc))
     except Exception as exc:       # a bug in one point must not stop the sweep
-        where = traceback.extract_tb(exc.__traceback__)[-1]
-        return done("error", f"{type(exc).__name__}: {exc} ({Path(where.filename).name}:{where.lineno})")
+        return done("error", failure_reason(exc))
     row.update(metric_columns(metrics, scn, row))
     return done("ok")

@@ -26,11 +26,11 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..config import preset_names
 from ..errors import NvdlaSimError
-from ..scenario.schema import TOP_FIELDS, FieldError, parse_scenario
+from ..scenario.schema import TOP_FIELDS, FieldError, check_name, parse_scenario, safe_name
 from ..yaml_file import read_yaml
 
 # Short axis name -> scenario field path.
@@ -53,6 +53,7 @@ AXES = {
 POSITIVE_INT_AXES = ("cbuf_banks", "cbuf_bank_depth", "cbuf_bank_width", "atomic_c", "atomic_k")
 TOP_KEYS = ("name", "base", "fixed", "grid", "points", "area", "outputs")
 DEFAULT_BYTES_PER_MAC = 256
+MAX_POINTS = 100_000                # a larger grid is refused before it is expanded
 # Scenario fields naming files: resolved against the file that names them.
 FILE_FIELDS = (("network", "onnx"), ("input", "npy"), ("weights", "npz"))
 
@@ -270,11 +271,20 @@ def _grid(value: Any, sweep_dir: Path) -> tuple[list[str], list[dict]]:
         if not values:
             raise FieldError(where, "must be a non-empty list of values")
         checked = [_check_value(axis, v, f"{where}[{i}]", sweep_dir) for i, v in enumerate(values)]
+        seen: set[str] = set()             # one canonical form per value: linear in the list
         for i, v in enumerate(checked):
-            if canonical(v) in (canonical(x) for x in checked[:i]):
+            form = canonical(v)
+            if form in seen:
                 raise FieldError(f"{where}[{i}]", f"{_short(v)} is listed twice")
+            seen.add(form)
         axes.append(axis)
         lists.append(checked)
+        total = 1
+        for x in lists:
+            total *= len(x)
+        if total > MAX_POINTS:
+            raise FieldError("grid", f"{total:,} points (the product of the axes' lengths) is above "
+                                     f"{MAX_POINTS:,}: split the sweep or list its points")
     return axes, [dict(zip(axes, combo)) for combo in itertools.product(*lists)]
 
 
@@ -304,16 +314,16 @@ def _blame(exc: NvdlaSimError, where: str, index: int, values: dict, fixed: dict
     return "grid" if where == "grid" else f"points[{index}]"
 
 
-def parse_sweep(data: Any, sweep_dir: Path, default_name: str = "sweep") -> SweepSpec:
-    """Validate a sweep mapping and expand its points (files relative to `sweep_dir`)."""
+def parse_sweep(data: Any, sweep_dir: Path, default_name: str = "sweep",
+                progress: Callable[[int, int], None] | None = None) -> SweepSpec:
+    """Validate a sweep mapping and expand its points (files relative to `sweep_dir`);
+    `progress(i, n)` is called before point i of n is checked (a large grid takes a while)."""
     if not isinstance(data, dict) or not data:
         raise FieldError("", "expected a mapping with base and grid (or points)")
     for key in data:
         if key not in TOP_KEYS:
             raise FieldError(str(key), f"unknown field (known: {', '.join(TOP_KEYS)})")
-    name = data.get("name", default_name)
-    if not isinstance(name, str) or not name:
-        raise FieldError("name", f"must be a non-empty string, got {name!r}")
+    name = check_name(data["name"], "name") if "name" in data else safe_name(default_name)
     base = _base(data.get("base"), sweep_dir)
     fixed = data.get("fixed") or {}
     if not isinstance(fixed, dict):
@@ -349,6 +359,8 @@ def parse_sweep(data: Any, sweep_dir: Path, default_name: str = "sweep") -> Swee
     points, seen = [], {}
     where = "grid" if given[0] == "grid" else "points"
     for i, values in enumerate(combos):
+        if progress is not None:
+            progress(i, len(combos))
         scenario = point_scenario(base, {**fixed, **values})
         try:
             parse_scenario(scenario, sweep_dir)
@@ -365,12 +377,12 @@ def parse_sweep(data: Any, sweep_dir: Path, default_name: str = "sweep") -> Swee
                      plots, [a for a in axes if a not in AXES])
 
 
-def load_sweep(path: str | Path) -> SweepSpec:
+def load_sweep(path: str | Path, progress: Callable[[int, int], None] | None = None) -> SweepSpec:
     """Read, validate and expand a SWEEP.yaml; errors are `FILE: field.path: message`."""
     path = Path(path)
     data = read_yaml(path, "sweep file")
     try:
-        spec = parse_sweep(data, path.resolve().parent, path.stem)
+        spec = parse_sweep(data, path.resolve().parent, path.stem, progress)
     except NvdlaSimError as exc:
         raise NvdlaSimError(f"{path}: {exc}") from None
     spec.path = path

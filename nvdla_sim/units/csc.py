@@ -31,6 +31,7 @@ from ..errors import NvdlaSimError
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
+from .checks import check_csc
 from ..kernels.conv import winograd_pra
 from .cbuf import FEATURE, PIXEL, WINOGRAD
 from ..datatype import INT8, DataType
@@ -253,6 +254,7 @@ class Csc(Unit):
         batches = batch_count(self, view)
         g = decode_geometry(view, dtype)
         winograd = is_winograd(self, view)
+        check_csc(self, view, g.out_w, g.out_h, winograd, batches)   # registers derived elsewhere
         feature = view.field("D_DATAIN_FORMAT", "DATAIN_FORMAT") == DATAIN_FEATURE
         if winograd:
             self.check_winograd(view, g, feature)

@@ -30,6 +30,7 @@ from ..regs import GroupView
 from ..timing import pdp as pdp_timing
 from ..timing.dma import token_atoms
 from .base import Unit
+from .checks import check_pdp
 
 CHANNEL_RDMA = "pdp_rdma->pdp"
 CHANNEL_SDP = "sdp->pdp"
@@ -242,6 +243,7 @@ class Pdp(Unit):
     interrupt = "PDP"
 
     def execute(self, view: GroupView) -> Generator:
+        check_pdp(self, view)                  # OUT_CHANNEL, the RDMA's flying mode and cube
         dtype = input_type(self, view)
         cfg = decode_pooling(view, dtype)
         if cfg.method not in POOLING_METHODS:
