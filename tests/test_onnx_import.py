@@ -157,7 +157,7 @@ def test_scenario_with_an_onnx_file(tmp_path, capsys):
     assert main(["run", str(tmp_path / "s.yaml")]) == 2
     err = capsys.readouterr().err.strip()
     assert err.endswith("gpu_fallback: false, but layer 'prob' (softmax) cannot run on the DLA: "
-                        "softmax: NVDLA has no engine for it")
+                        "softmax: NVDLA has no engine for it [rule softmax.engine]")
     (tmp_path / "bad.onnx").write_bytes(b"not a model")
     (tmp_path / "s2.yaml").write_text("hardware: nv_small\nnetwork: {onnx: bad.onnx}\n")
     assert main(["run", str(tmp_path / "s2.yaml")]) == 2

@@ -1,6 +1,7 @@
 """DLA support checks: which network ops the DLA can run, after the TensorRT DLA restrictions.
 
-Each op that cannot run gets reason strings; the scenario then either runs it as a "GPU fallback"
+Each op that cannot run gets reason strings (the limits below are named rules in
+`compiler/dla_rules.py`, each reason ending `[rule NAME]`); the scenario then either runs it as a "GPU fallback"
 (computed in float beside the DLA, left out of DLA timing) or stops with an error
 (`gpu_fallback: false`).  Limits (TensorRT "DLA supported layers and restrictions"):
 
@@ -26,9 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..config import HardwareConfig
-from .network import Network, Op
+from ..datatype import INT8, DataType
+from .dla_rules import COVERED_KINDS, MAX_DIM, op_violations
+from .network import Network
 
-MAX_DIM = 8192
+__all__ = ["MAX_DIM", "SupportReport", "check_support"]
 
 
 @dataclass
@@ -46,91 +49,22 @@ class SupportReport:
         return "; ".join(self.violations.get(op_name, []))
 
 
-def _range(name: str, values, lo: int, hi: int) -> list[str]:
-    bad = [v for v in values if not lo <= v <= hi]
-    if not bad:
-        return []
-    shown = "x".join(str(v) for v in values)
-    return [f"{name} {shown} outside {lo}..{hi}"]
-
-
-def _conv_reasons(op: Op, net: Network) -> list[str]:
-    a = op.attrs
-    x = net.shapes[op.inputs[0]]
-    if op.kind == "fc":
-        kernel, stride, pad, dil, groups = (x.h, x.w), (1, 1), (0, 0, 0, 0), (1, 1), 1
-        maps = a["out_features"]
-    else:
-        kernel, stride, pad, dil, groups = a["kernel"], a["stride"], a["pad"], a["dilation"], a["groups"]
-        maps = a["out_channels"]
-    r = _range("kernel", kernel, 1, 32)
-    r += _range("padding", pad, 0, 31)
-    kh, kw = kernel
-    pt, pl, pb, pr = pad
-    if max(pt, pb) >= kh or max(pl, pr) >= kw:
-        r.append(f"padding {pt},{pl},{pb},{pr} not below the kernel {kh}x{kw}")
-    r += _range("stride", stride, 1, 8)
-    r += _range("dilation", dil, 1, 32)
-    r += _range("output maps", [maps], 1, MAX_DIM)
-    r += _range("input channels", [x.c], 1, MAX_DIM)
-    r += _range("groups", [groups], 1, MAX_DIM)
-    return r
-
-
-def _pool_reasons(op: Op) -> list[str]:
-    a = op.attrs
-    r = []
-    if a["method"] not in ("max", "avg"):
-        r.append(f"pooling method '{a['method']}' (DLA pools max or average)")
-    r += _range("pooling window", a["kernel"], 1, 8)
-    r += _range("pooling padding", a["pad"], 0, 7)
-    r += _range("pooling stride", a["stride"], 1, 16)
-    if a["method"] == "avg" and any(a["pad"]) and not a.get("count_include_pad", True):
-        r.append("average pooling that excludes padding (PDP divides by the whole window)")
-    return r
-
-
-def check_support(net: Network, hw: HardwareConfig) -> SupportReport:
-    """Reasons, per op, why the DLA of `hw` cannot run it (ops absent from the report can run)."""
+def check_support(net: Network, hw: HardwareConfig, dtype: DataType = INT8,
+                  batch: int = 1) -> SupportReport:
+    """Reasons, per op, why the DLA of `hw` cannot run it in `dtype` (ops absent from the report
+    can run); the named rules of compiler/dla_rules.py, then the kinds they do not cover."""
     report = SupportReport()
     consumers = net.consumers()
     for op in net.ops:
-        reasons: list[str] = []
-        for t in op.inputs + [op.name]:
-            s = net.shapes[t]
-            if max(s.c, s.h, s.w) > MAX_DIM:
-                reasons.append(f"tensor '{t}' {s.c}x{s.h}x{s.w} has a dimension above {MAX_DIM}")
-                break
+        reasons: list[str] = op_violations(op, net, hw, dtype, batch)
         k = op.kind
-        if k in ("conv", "fc"):
-            reasons += _conv_reasons(op, net)
-        elif k == "pool":
-            reasons += _pool_reasons(op)
-        elif k == "lrn":
-            if op.attrs.get("size") not in (3, 5, 7, 9):
-                reasons.append(f"LRN window {op.attrs.get('size')} (DLA: 3, 5, 7 or 9)")
-            if op.attrs.get("region", "across") != "across":
-                reasons.append("LRN within a channel (DLA normalises across channels)")
-        elif k in ("sigmoid", "tanh"):
-            if not (hw.sdp.lut and hw.sdp.ew):
-                reasons.append(f"{k} needs the SDP lookup table, which {hw.name} does not have")
-        elif k == "clip":
-            lo, hi = op.attrs.get("min"), op.attrs.get("max")
-            if lo != 0 or hi is None or not 1 <= hi <= 127:
-                reasons.append(f"clip [{lo}, {hi}] (DLA: clipped ReLU, floor 0, ceiling 1..127)")
-        elif k in ("add", "mul", "max", "min"):
-            if len(op.inputs) != 2:
-                reasons.append(f"element-wise {k} of {len(op.inputs)} inputs (DLA: two)")
-        elif k == "concat":
-            if len(op.inputs) < 2:
-                reasons.append("concatenation of fewer than two inputs")
+        if k in COVERED_KINDS:
+            pass
         elif k == "flatten":
             users = consumers.get(op.name, [])
             if not users or any(u.kind != "fc" for u in users):
                 reasons.append("reshape feeding something other than a fully connected layer "
                                "(the DLA would need a layout copy)")
-        elif k == "softmax":
-            reasons.append("softmax: NVDLA has no engine for it")
         elif k == "shuffle":
             reasons.append("channel shuffle: NVDLA has no channel permutation outside Rubik "
                            "(not modelled); it runs on the GPU")

@@ -139,7 +139,7 @@ def _prepare(scn: Scenario) -> Prepared:
     check_memory(network, scn.values, getattr(scn, "batch", 1),   # before any array
                  input_image=scn.values or scn.input.source == "npy",
                  weights=scn.weights.source == "npz")
-    support = check_support(network, scn.hardware)
+    support = check_support(network, scn.hardware, scn.dtype, scn.batch)   # (dla_rules)
     check_fallback(scn, network, support)
     weights = network_weights(scn, network, model_weights)
     # timing: activations are sized tokens, so no random image is drawn (a .npy is still read:

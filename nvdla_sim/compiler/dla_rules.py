@@ -1,0 +1,293 @@
+"""TensorRT's DLA restrictions ("Working with DLA", DLA supported layers and restrictions) as named
+placement rules, and the DLA targets (Jetson Xavier / Orin) the `xavier_dla` / `orin_dla` presets
+stand for.
+
+Every rule has a name (`conv.kernel`, `pool.window`, ...) and a scope:
+
+- `hardware`: the limit is NVDLA's own (a register field's range: CSC WEIGHT_WIDTH_EXT and
+  CDMA PAD_LEFT/PAD_TOP are 5 bits, CONV_X_STRIDE 3 bits, PDP PAD_LEFT 3 bits and
+  KERNEL_STRIDE_WIDTH 4 bits, CDP NORMALZ_LEN 2 bits for 3/5/7/9, ...): applied on every preset;
+- `tensorrt`: TensorRT's limit, narrower than the registers (PDP KERNEL_WIDTH is 4 bits but
+  TensorRT allows windows 1..8; clipped ReLU ceiling 1..127; padding below the kernel): the
+  compiler applied these on every preset before the DLA presets existed, so they stay on every
+  preset;
+- `dla`: TensorRT's limit applied only when the preset is a DLA target (`DLA_TARGETS`): the CBUF
+  bank budget of one kernel group plus the lines of one output row, Softmax only on Orin, the
+  batch range.
+
+`op_violations` returns, per op, reasons of the form `"<text> [rule <name>]"`; `compiler/support.py`
+turns them into GPU fallback (or the `gpu_fallback: false` error naming the first).
+
+Precision upgrades (`UPGRADES`): in INT8, TensorRT runs LRN, sigmoid and tanh in FP16 on the DLA
+("auto-upgrading to FP16"); `resolve_precisions` applies them for `precision: [int8, fp16]`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from ..config import HardwareConfig
+from ..datatype import FP16, INT8, DataType
+from .network import Network, Op
+
+MAX_DIM = 8192                  # every non-batch dimension (13-bit width/height/channel fields)
+MAX_BATCH = 4096                # TensorRT: "The maximum supported batch size is 4096"
+CBUF_BANKS_ALLOTTED = 16        # TensorRT: numConvBufBankAllotted
+
+
+@dataclass(frozen=True)
+class DlaTarget:
+    """A Jetson DLA: what the hardware preset cannot hold (clock, managed SRAM, pool defaults).
+    Sources: [TRT] TensorRT "Working with DLA" (docs/sources/tensorrt-working-with-dla.txt) and
+    the TensorRT MemoryPoolType reference; [JETSON] NVIDIA's public Jetson module figures."""
+    name: str
+    clock_mhz: float            # [JETSON] the DLA's maximum clock
+    sram_bytes: int             # [TRT] the SRAM the managed-SRAM pool lives in
+    sram_shared: bool           # [TRT] Xavier: shared by the cores; Orin: per core
+    managed_sram_default: int   # [TRT] default kDLA_MANAGED_SRAM pool
+    softmax: bool               # [TRT] Softmax "only supported on NVIDIA Orin, not Xavier"
+    cores: int = 2              # [JETSON] two DLA cores (AGX Xavier, AGX Orin)
+    local_dram_default: int = 1 << 30      # [TRT] kDLA_LOCAL_DRAM "defaults to 1 GiB"
+    global_dram_default: int = 512 << 20   # [TRT] kDLA_GLOBAL_DRAM "defaults to 512 MiB"
+    max_loadables: int = 16     # [TRT] "only 16 DLA loadable can be loaded concurrently per core"
+
+
+DLA_TARGETS = {
+    # [JETSON] Jetson AGX Xavier DLA clock 1395.2 MHz; [TRT] "On Xavier, 4 MiB of SRAM is shared
+    # across multiple cores, including the 2 DLA cores"; "Xavier has 1 MiB as the default"
+    "xavier_dla": DlaTarget("xavier_dla", 1395.2, 4 << 20, True, 1 << 20, softmax=False),
+    # [JETSON] Jetson AGX Orin DLA clock up to 1.6 GHz; [TRT] "On Orin, each DLA core has 1 MiB
+    # of dedicated SRAM"; "The default managed SRAM pool size for NVIDIA Orin is set to 0.5 MiB"
+    "orin_dla": DlaTarget("orin_dla", 1600.0, 1 << 20, False, 512 << 10, softmax=True),
+}
+
+
+def dla_target(hw: HardwareConfig) -> DlaTarget | None:
+    """The DLA target `hw` stands for (a preset `xavier_dla` / `orin_dla`, overrides kept), or None."""
+    return DLA_TARGETS.get(hw.name)
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    scope: str                  # hardware / tensorrt / dla (module doc)
+    text: str                   # what the document (or the register) says
+
+
+RULES = {r.name: r for r in (
+    Rule("general.max_dim", "hardware", "every non-batch dimension in 1..8192"),
+    Rule("general.batch", "dla", "batch size at most 4096, one batch size per loadable"),
+    Rule("conv.kernel", "hardware", "kernel dimensions in 1..32"),
+    Rule("conv.padding", "hardware", "padding in 0..31"),
+    Rule("conv.padding_below_kernel", "tensorrt", "padding less than the kernel dimension"),
+    Rule("conv.stride", "hardware", "stride in 1..8"),
+    Rule("conv.dilation", "hardware", "dilation in 1..32"),
+    Rule("conv.output_maps", "tensorrt", "output maps in 1..8192"),
+    Rule("conv.input_channels", "tensorrt", "input channels in 1..8192"),
+    Rule("conv.groups", "tensorrt", "groups in 1..8192"),
+    Rule("conv.cbuf_banks", "dla", "weight banks of one kernel group + data banks of one output "
+                                   "row at most numConvBufBankAllotted (16)"),
+    Rule("pool.method", "hardware", "max or average pooling"),
+    Rule("pool.window", "tensorrt", "window dimensions in 1..8"),
+    Rule("pool.padding", "hardware", "padding in 0..7"),
+    Rule("pool.stride", "hardware", "stride in 1..16"),
+    Rule("pool.exclude_pad", "hardware", "average pooling divides by the whole window"),
+    Rule("lrn.window", "hardware", "window 3, 5, 7 or 9"),
+    Rule("lrn.region", "hardware", "normalization across channels"),
+    Rule("activation.lut", "hardware", "sigmoid / tanh need the SDP lookup table"),
+    Rule("activation.clip", "tensorrt", "clipped ReLU: floor 0, ceiling in 1..127"),
+    Rule("eltwise.inputs", "tensorrt", "two inputs"),
+    Rule("concat.inputs", "tensorrt", "at least two inputs"),
+    Rule("softmax.orin_only", "dla", "Softmax only on Orin, not Xavier"),
+    Rule("softmax.engine", "hardware", "NVDLA v1/v2 has no softmax engine"),
+)}
+
+
+def _tag(rule: str, text: str) -> str:
+    assert rule in RULES, rule
+    return f"{text} [rule {rule}]"
+
+
+def _range(rule: str, name: str, values, lo: int, hi: int) -> list[str]:
+    if all(lo <= v <= hi for v in values):
+        return []
+    shown = "x".join(str(v) for v in values)
+    return [_tag(rule, f"{name} {shown} outside {lo}..{hi}")]
+
+
+def _conv(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: bool) -> list[str]:
+    a = op.attrs
+    x = net.shapes[op.inputs[0]]
+    if op.kind == "fc":
+        kernel, stride, pad, dil, groups = (x.h, x.w), (1, 1), (0, 0, 0, 0), (1, 1), 1
+        maps = a["out_features"]
+    else:
+        kernel, stride, pad, dil, groups = a["kernel"], a["stride"], a["pad"], a["dilation"], a["groups"]
+        maps = a["out_channels"]
+    r = _range("conv.kernel", "kernel", kernel, 1, 32)
+    r += _range("conv.padding", "padding", pad, 0, 31)
+    kh, kw = kernel
+    pt, pl, pb, pr = pad
+    if max(pt, pb) >= kh or max(pl, pr) >= kw:
+        r.append(_tag("conv.padding_below_kernel",
+                      f"padding {pt},{pl},{pb},{pr} not below the kernel {kh}x{kw}"))
+    r += _range("conv.stride", "stride", stride, 1, 8)
+    r += _range("conv.dilation", "dilation", dil, 1, 32)
+    r += _range("conv.output_maps", "output maps", [maps], 1, MAX_DIM)
+    r += _range("conv.input_channels", "input channels", [x.c], 1, MAX_DIM)
+    r += _range("conv.groups", "groups", [groups], 1, MAX_DIM)
+    if dla and not r:
+        r += _cbuf_banks(hw, dtype, x.c // groups, x.w + pl + pr, kernel, dil)
+    return r
+
+
+def cbuf_banks(hw: HardwareConfig, dtype: DataType, channels: int, padded_width: int,
+               kernel: tuple[int, int], dilation: tuple[int, int]) -> tuple[int, int]:
+    """(weight banks of one kernel group, data banks of the input lines one output row needs),
+    counted as the compiler places a direct convolution (emit_conv.plan_cbuf)."""
+    from .emit_conv import entry_per_slice, kernel_group, weight_banks
+    kh, kw = kernel
+    dilated_r = (kh - 1) * dilation[0] + 1
+    eps = entry_per_slice(hw, channels, padded_width, dtype)
+    data = -(-eps * dilated_r // hw.cbuf.bank_depth)
+    weights = weight_banks(hw, kernel_group(hw, dtype), kh * kw * channels * dtype.bytes)
+    return weights, data
+
+
+def _cbuf_banks(hw, dtype, channels, padded_width, kernel, dilation) -> list[str]:
+    weights, data = cbuf_banks(hw, dtype, channels, padded_width, kernel, dilation)
+    allotted = min(CBUF_BANKS_ALLOTTED, hw.cbuf.banks)
+    if weights + data <= allotted:
+        return []
+    return [_tag("conv.cbuf_banks", f"CBUF needs {weights} weight banks (one kernel group) + "
+                                    f"{data} data banks (one output row) > {allotted}")]
+
+
+def _pool(op: Op) -> list[str]:
+    a = op.attrs
+    r = []
+    if a["method"] not in ("max", "avg"):
+        r.append(_tag("pool.method", f"pooling method '{a['method']}' (DLA pools max or average)"))
+    r += _range("pool.window", "pooling window", a["kernel"], 1, 8)
+    r += _range("pool.padding", "pooling padding", a["pad"], 0, 7)
+    r += _range("pool.stride", "pooling stride", a["stride"], 1, 16)
+    if a["method"] == "avg" and any(a["pad"]) and not a.get("count_include_pad", True):
+        r.append(_tag("pool.exclude_pad", "average pooling that excludes padding (PDP divides "
+                                          "by the whole window)"))
+    return r
+
+
+def op_violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType = INT8,
+                  batch: int = 1) -> list[str]:
+    """Reasons (each naming its rule) why the DLA of `hw` cannot run `op` in `dtype` (for kinds
+    outside COVERED_KINDS only the general rules; support.py checks the rest)."""
+    target = dla_target(hw)
+    dla = target is not None
+    r: list[str] = []
+    for t in op.inputs + [op.name]:
+        s = net.shapes[t]
+        if max(s.c, s.h, s.w) > MAX_DIM:
+            r.append(_tag("general.max_dim",
+                          f"tensor '{t}' {s.c}x{s.h}x{s.w} has a dimension above {MAX_DIM}"))
+            break
+    if dla and not 1 <= batch <= MAX_BATCH:
+        r.append(_tag("general.batch", f"batch {batch} outside 1..{MAX_BATCH}"))
+    k = op.kind
+    if k in ("conv", "fc"):
+        r += _conv(op, net, hw, dtype, dla)
+    elif k == "pool":
+        r += _pool(op)
+    elif k == "lrn":
+        if op.attrs.get("size") not in (3, 5, 7, 9):
+            r.append(_tag("lrn.window", f"LRN window {op.attrs.get('size')} (DLA: 3, 5, 7 or 9)"))
+        if op.attrs.get("region", "across") != "across":
+            r.append(_tag("lrn.region", "LRN within a channel (DLA normalises across channels)"))
+    elif k in ("sigmoid", "tanh"):
+        if not (hw.sdp.lut and hw.sdp.ew):
+            r.append(_tag("activation.lut",
+                          f"{k} needs the SDP lookup table, which {hw.name} does not have"))
+    elif k == "clip":
+        lo, hi = op.attrs.get("min"), op.attrs.get("max")
+        if lo != 0 or hi is None or not 1 <= hi <= 127:
+            r.append(_tag("activation.clip",
+                          f"clip [{lo}, {hi}] (DLA: clipped ReLU, floor 0, ceiling 1..127)"))
+    elif k in ("add", "mul", "max", "min"):
+        if len(op.inputs) != 2:
+            r.append(_tag("eltwise.inputs", f"element-wise {k} of {len(op.inputs)} inputs (DLA: two)"))
+    elif k == "concat":
+        if len(op.inputs) < 2:
+            r.append(_tag("concat.inputs", "concatenation of fewer than two inputs"))
+    elif k == "softmax":
+        if dla and not target.softmax:
+            r.append(_tag("softmax.orin_only", f"softmax: TensorRT runs it on Orin's DLA only, "
+                                               f"not on {target.name}"))
+        else:
+            r.append(_tag("softmax.engine", "softmax: NVDLA has no engine for it (Orin's DLA "
+                                            "softmax is not modelled)" if dla else
+                                            "softmax: NVDLA has no engine for it"))
+    return r
+
+
+COVERED_KINDS = frozenset(("conv", "fc", "pool", "lrn", "sigmoid", "tanh", "clip", "add", "mul",
+                           "max", "min", "concat", "softmax"))
+
+
+# --------------------------------------------------------------------------------------------------
+# Precision: TensorRT's flags
+
+@dataclass(frozen=True)
+class Upgrade:
+    rule: str
+    kinds: tuple[str, ...]
+    text: str
+
+
+UPGRADES = (
+    Upgrade("lrn.int8_upgrade", ("lrn",), "LRN INT8 is supported by auto-upgrading to FP16"),
+    Upgrade("activation.int8_upgrade", ("sigmoid", "tanh"),
+            "TanH, Sigmoid INT8 support is supported by auto-upgrading to FP16"),
+)
+
+
+def upgrade_of(op: Op) -> Upgrade | None:
+    return next((u for u in UPGRADES if op.kind in u.kinds), None)
+
+
+@dataclass
+class PrecisionChoice:
+    """The precision a `precision: [int8, fp16]` scenario runs in, and why, per layer."""
+    dtype: DataType
+    per_layer: dict[str, tuple[str, str]]      # op -> (precision, why)
+
+
+def resolve_precisions(net: Network, on_dla: Callable[[str], bool],
+                       overrides: dict[str, str]) -> PrecisionChoice:
+    """INT8 where possible, FP16 otherwise (TensorRT's --int8 --fp16).  An op the document
+    upgrades (UPGRADES) or given fp16 in `overrides` needs FP16.  The compiler converts between
+    integer types only (the SDP: INT8 -> INT16), so one FP16 layer on the DLA makes the whole
+    register program FP16; each layer's reason says so."""
+    needs: dict[str, str] = {}
+    for op in net.ops:
+        if not on_dla(op.name):
+            continue
+        if overrides.get(op.name) == "fp16":
+            needs[op.name] = "precision.layers names fp16"
+        else:
+            u = upgrade_of(op)
+            if u is not None:
+                needs[op.name] = f"{u.text} [rule {u.rule}]"
+    dtype = FP16 if needs else INT8
+    per_layer = {}
+    first = next(iter(needs), None)
+    for op in net.ops:
+        if not on_dla(op.name):
+            per_layer[op.name] = ("gpu", "GPU fallback")
+        elif op.name in needs:
+            per_layer[op.name] = ("fp16", needs[op.name])
+        elif needs:
+            per_layer[op.name] = ("fp16", f"INT8 possible, but '{first}' needs FP16 and the "
+                                          "program has one element type (no INT8 <-> FP16 "
+                                          "reformat on the DLA is modelled)")
+        else:
+            per_layer[op.name] = ("int8", "INT8 where possible")
+    return PrecisionChoice(dtype, per_layer)
