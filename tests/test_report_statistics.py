@@ -278,3 +278,14 @@ def test_batch_statistics_cover_every_image(tmp_path):
     unit, counts = lut_counts(rep.rows[0].statistics)
     assert counts["hybrid"] + counts["uflow"] + counts["oflow"] == 2 * 32 * 6 * 6
     assert rep.rows[0].luts[0]["lookups"] == 2 * 32 * 6 * 6
+
+
+def test_fp16_lrn_table_carries_its_measured_error():
+    """The FP16 LRN table (lrn_lut_fp16) is measured on the FP16 CDP kernel over its square
+    sums; the FP16 output's error stays within a few FP16 steps of f."""
+    from nvdla_sim.compiler.lut import lrn_lut_fp16
+    d = lrn_lut_fp16(5, 1e-4, 0.75, 1.0, 10.0)
+    m = d.lut.measured
+    assert m["range"][1] == pytest.approx(d.max_square_sum, rel=1e-3)
+    assert 0 < m["max_error"] < 4 * 2.0 ** -11                      # f <= 1: FP16 step 2^-11
+    assert m["rms_error"] < m["max_error"]

@@ -235,6 +235,9 @@ def lrn_lut_fp16(local_size: int, alpha: float, beta: float, k: float,
               le_start=0, le_end=_fp32_register(float(le_points[-1])),
               lo_start=0, lo_end=_fp32_register(float(lo_points[-1])),
               uflow_priority="LO", oflow_priority="LO", hybrid_priority="LE")
+    from ..lut.cdp import measure_cdp_lut_fp16
+    lut = replace(lut, measured=measure_cdp_lut_fp16(
+        lut, f, max_ss, "LO linear + LE linear near 0 (FP16 hand design)"))
     return LrnLutDesign(lut, 1.0, max_ss)
 
 

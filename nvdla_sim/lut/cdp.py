@@ -89,3 +89,45 @@ def measure_cdp_lut(lut, f: Callable[[np.ndarray], np.ndarray], entry_lsb: float
     return {"function": name, "range": (0.0, float(max_ss)),
             "max_error": float(np.max(np.abs(err))), "rms_error": float(np.sqrt(np.mean(err ** 2))),
             "design": design}
+
+
+def measure_cdp_lut_fp16(lut, f: Callable[[np.ndarray], np.ndarray], max_ss: float,
+                         design: str, points: int = 4096) -> dict:
+    """`Lut.measured` for an FP16 LRN table over square sums [0, max_ss]: nine equal FP16
+    values v under a window of 9, so the kernel's FP32 square sum is 9 v^2; error of the FP16
+    output (MUL_BYPASS: the table's value) against f(9 v^2) in float64."""
+    from ..compiler.emit import ProgramBuilder
+    from ..compiler.lut import write_lut
+    from ..config import load_hardware
+    from ..datatype import FP16
+    from ..kernels.cdp import lrn_fp16
+    from ..program import RegWrite
+    from ..regs import RegisterFile, register_map
+    from ..units.cdp import decode_lrn
+    from ..units.lut_memory import LutMemory
+
+    hw = load_hardware("nv_full")
+    top = min(float(np.sqrt(max_ss / WINDOW)), 65504.0)
+    v = np.unique(np.linspace(0.0, top, points).astype(np.float16))
+    b = ProgramBuilder(hw, "lrn_lut", images=False)
+    write_lut(b, "CDP", lut)
+    b.reg("CDP", "D_LRN_CFG", NORMALZ_LEN=3)
+    b.reg("CDP", "D_DATA_FORMAT", INPUT_DATA_TYPE="FP16")
+    b.reg("CDP", "D_FUNC_BYPASS", SQSUM_BYPASS=0, MUL_BYPASS=1)
+    rmap = register_map(hw.nvdla_version)
+    rf = RegisterFile(rmap)
+    memory = LutMemory(rmap.units["CDP"]).install(rf["CDP"])
+    for c in b.commands:
+        if isinstance(c, RegWrite):
+            rf.write(c.addr, c.value)
+    cfg = decode_lrn(rf["CDP"].view(0), FP16)
+    lanes = FP16.elements_per_atom(hw.memory_atomic_bytes)
+    cube = np.zeros((lanes, 1, v.size), np.float16)
+    cube[:WINDOW, 0, :] = v
+    out, _ = lrn_fp16(cube.view(np.uint16), WINDOW, cfg, memory.le, memory.lo)
+    y = np.asarray(out, np.uint16)[WINDOW // 2, 0, :].view(np.float16).astype(np.float64)
+    ss = WINDOW * v.astype(np.float64) ** 2
+    err = y - f(ss)
+    return {"function": "LRN", "range": (0.0, float(ss[-1])),
+            "max_error": float(np.max(np.abs(err))), "rms_error": float(np.sqrt(np.mean(err ** 2))),
+            "design": design}
