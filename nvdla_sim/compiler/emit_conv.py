@@ -38,7 +38,7 @@ from ..formats import pre_extend
 from .emit import Converter, ProgramBuilder, element_type
 from .emit_pdp import PdpLayer
 from .emit_sdp import SdpLayer, sdp_needs_rdma, write_sdp
-from .placement import Allocator, Buffer, TensorPlacement, align_up
+from .placement import BUFFER_ALIGN_BYTES, Allocator, Buffer, TensorPlacement, align_up
 
 WEIGHT_ALIGN_BYTES = 128
 MAX_KERNEL, MAX_STRIDE, MAX_DILATION, MAX_PAD_TL, MAX_PAD_BR = 32, 8, 32, 31, 63
@@ -60,6 +60,8 @@ class ConvLayer:
     sdp: SdpLayer = field(default_factory=SdpLayer)
     name: str = "conv"
     image: bool = False                     # input is a pitch-linear image (see image_placement)
+    winograd: object = None                 # compiler.winograd.WinogradPlan: run in Winograd mode
+    compress: bool = False                  # sparse-compressed weights (WMB / WGS surfaces)
 
     @property
     def kernels(self) -> int:
@@ -202,11 +204,12 @@ def partial_heights(in_h: int, lines_per_part: int, dilated_r: int, stride: int,
 def plan_cbuf(hw: HardwareConfig, channels: int, in_h: int, in_w: int, kernels: int,
               bytes_per_kernel: int, dilated_r: int, stride_y: int, pad_top: int,
               pad_bottom: int, eps: int | None = None, dtype: DataType = INT8,
-              images: int = 1) -> CbufPlan:
+              images: int = 1, reserved_banks: int = 0) -> CbufPlan:
     """Bank split and partial-height split of one convolution (see the module doc); `eps`
     overrides ENTRY_PER_SLICE (image input); `bytes_per_kernel` in bytes of `dtype` elements;
-    `images` > 1: a batch, every image's lines in the data banks (no partial-height split)."""
-    banks, depth = hw.cbuf.banks, hw.cbuf.bank_depth
+    `images` > 1: a batch, every image's lines in the data banks (no partial-height split);
+    `reserved_banks`: banks left free (compressed weights keep the last one for the WMB)."""
+    banks, depth = hw.cbuf.banks - reserved_banks, hw.cbuf.bank_depth
     eps = eps or entry_per_slice(hw, channels, in_w, dtype)
     data_needed = -(-eps * in_h * images // depth)
     wt_all = weight_banks(hw, kernels, bytes_per_kernel)
@@ -319,7 +322,14 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     data_format = "PIXEL" if layer.image else "FEATURE"
     data_channels = c_pixel or src.channels
     precision = geo.dtype.name
-    misc = dict(CONV_MODE="DIRECT", PROC_PRECISION=precision)
+    wino = layer.winograd
+    # Winograd: the CSC sees the CDMA's padded, channel-extended cube as a stride-1 layer
+    ext_w, ext_h = (wino.ext_w, wino.ext_h) if wino else (src.width, src.height)
+    ext_c = wino.ext_channels if wino else data_channels
+    pads = wino.pad if wino else (part.pad_top, geo.pad_left, part.pad_bottom, geo.pad_right)
+    csc_stride = (1, 1) if wino else (geo.stride_x, geo.stride_y)
+    weight_format = "COMPRESSED" if layer.compress else "UNCOMPRESSED"
+    misc = dict(CONV_MODE="WINOGRAD" if wino else "DIRECT", PROC_PRECISION=precision)
     b.reg("CACC", "D_MISC_CFG", **misc)
     b.reg("CACC", "D_DATAOUT_SIZE_0", DATAOUT_WIDTH=dst.width - 1, DATAOUT_HEIGHT=dst.height - 1)
     b.reg("CACC", "D_DATAOUT_SIZE_1", DATAOUT_CHANNEL=dst.channels - 1)
@@ -339,29 +349,29 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
                  SKIP_WEIGHT_RLS="ENABLE" if skip_weight_release else "DISABLE")
     b.reg("CSC", "D_MISC_CFG", IN_PRECISION=precision, **misc, **reuse)
     b.reg("CSC", "D_DATAIN_FORMAT", DATAIN_FORMAT=data_format)
-    b.reg("CSC", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=src.width - 1,
-          DATAIN_HEIGHT_EXT=src.height - 1)
-    b.reg("CSC", "D_DATAIN_SIZE_EXT_1", DATAIN_CHANNEL_EXT=data_channels - 1)
+    b.reg("CSC", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=ext_w - 1, DATAIN_HEIGHT_EXT=ext_h - 1)
+    b.reg("CSC", "D_DATAIN_SIZE_EXT_1", DATAIN_CHANNEL_EXT=ext_c - 1)
     b.reg("CSC", "D_BATCH_NUMBER", BATCHES=batches)
     b.reg("CSC", "D_POST_Y_EXTENSION", Y_EXTENSION=0)
     b.reg("CSC", "D_ENTRY_PER_SLICE", ENTRIES=plan.entry_per_slice - 1)
-    b.reg("CSC", "D_WEIGHT_FORMAT", WEIGHT_FORMAT="UNCOMPRESSED")
+    b.reg("CSC", "D_WEIGHT_FORMAT", WEIGHT_FORMAT=weight_format)
     b.reg("CSC", "D_WEIGHT_SIZE_EXT_0", WEIGHT_WIDTH_EXT=geo.s - 1, WEIGHT_HEIGHT_EXT=geo.r - 1)
     b.reg("CSC", "D_WEIGHT_SIZE_EXT_1", WEIGHT_CHANNEL_EXT=geo.channels - 1,
           WEIGHT_KERNEL=geo.kernels - 1)
     b.word("CSC", "D_WEIGHT_BYTES", geo.weight_bytes)
-    b.reg("CSC", "D_WMB_BYTES", WMB_BYTES=0)
+    b.reg("CSC", "D_WMB_BYTES", WMB_BYTES=weights.wmb_bytes if layer.compress else 0)
     b.reg("CSC", "D_DATAOUT_SIZE_0", DATAOUT_WIDTH=dst.width - 1, DATAOUT_HEIGHT=dst.height - 1)
     b.reg("CSC", "D_DATAOUT_SIZE_1", DATAOUT_CHANNEL=dst.channels - 1)
     b.reg("CSC", "D_ATOMICS", ATOMICS=dst.width * dst.height - 1)
-    b.reg("CSC", "D_RELEASE", RLS_SLICES=src.height - 1)
-    b.reg("CSC", "D_CONV_STRIDE_EXT", CONV_X_STRIDE_EXT=geo.stride_x - 1,
-          CONV_Y_STRIDE_EXT=geo.stride_y - 1)
+    b.reg("CSC", "D_RELEASE", RLS_SLICES=ext_h - 1)
+    b.reg("CSC", "D_CONV_STRIDE_EXT", CONV_X_STRIDE_EXT=csc_stride[0] - 1,
+          CONV_Y_STRIDE_EXT=csc_stride[1] - 1)
     b.reg("CSC", "D_DILATION_EXT", X_DILATION_EXT=geo.dil_x - 1, Y_DILATION_EXT=geo.dil_y - 1)
-    b.reg("CSC", "D_ZERO_PADDING", PAD_LEFT=geo.pad_left, PAD_TOP=part.pad_top)
+    b.reg("CSC", "D_ZERO_PADDING", PAD_LEFT=0 if wino else geo.pad_left,
+          PAD_TOP=0 if wino else part.pad_top)
     b.reg("CSC", "D_ZERO_PADDING_VALUE", PAD_VALUE=layer.pad_value)
     b.reg("CSC", "D_BANK", DATA_BANK=plan.data_banks - 1, WEIGHT_BANK=plan.weight_banks - 1)
-    b.reg("CSC", "D_PRA_CFG", PRA_TRUNCATE=0)
+    b.reg("CSC", "D_PRA_CFG", PRA_TRUNCATE=wino.pra_truncate if wino else 0)
 
     b.reg("CDMA", "D_MISC_CFG", IN_PRECISION=precision, **misc, **reuse)
     if layer.image:
@@ -372,8 +382,7 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
         b.reg("CDMA", "D_DATAIN_FORMAT", DATAIN_FORMAT="FEATURE", PIXEL_FORMAT=0)
     b.reg("CDMA", "D_DATAIN_SIZE_0", DATAIN_WIDTH=src.width - 1, DATAIN_HEIGHT=src.height - 1)
     b.reg("CDMA", "D_DATAIN_SIZE_1", DATAIN_CHANNEL=data_channels - 1)
-    b.reg("CDMA", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=src.width - 1,
-          DATAIN_HEIGHT_EXT=src.height - 1)
+    b.reg("CDMA", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=ext_w - 1, DATAIN_HEIGHT_EXT=ext_h - 1)
     b.reg("CDMA", "D_DAIN_RAM_TYPE", DATAIN_RAM_TYPE=src.ram_type)
     if layer.image:
         b.reg("CDMA", "D_PIXEL_OFFSET", PIXEL_X_OFFSET=0, PIXEL_Y_OFFSET=0)
@@ -387,12 +396,16 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     b.word("CDMA", "D_BATCH_STRIDE", batch.src_stride if batch is not None else 0)
     b.reg("CDMA", "D_ENTRY_PER_SLICE", ENTRIES=plan.entry_per_slice - 1)
     b.reg("CDMA", "D_FETCH_GRAIN", GRAINS=0)
-    b.reg("CDMA", "D_WEIGHT_FORMAT", WEIGHT_FORMAT="UNCOMPRESSED")
+    b.reg("CDMA", "D_WEIGHT_FORMAT", WEIGHT_FORMAT=weight_format)
     b.reg("CDMA", "D_WEIGHT_SIZE_0", BYTE_PER_KERNEL=geo.bytes_per_kernel - 1)
     b.reg("CDMA", "D_WEIGHT_SIZE_1", WEIGHT_KERNEL=geo.kernels - 1)
     b.reg("CDMA", "D_WEIGHT_RAM_TYPE", WEIGHT_RAM_TYPE=weights.ram_type)
     b.address("CDMA", "D_WEIGHT_ADDR_LOW", "D_WEIGHT_ADDR_HIGH", weights.address)
     b.word("CDMA", "D_WEIGHT_BYTES", geo.weight_bytes)
+    if layer.compress:
+        b.address("CDMA", "D_WMB_ADDR_LOW", "D_WMB_ADDR_HIGH", weights.wmb.address)
+        b.reg("CDMA", "D_WMB_BYTES", WMB_BYTES=weights.wmb_bytes)
+        b.address("CDMA", "D_WGS_ADDR_LOW", "D_WGS_ADDR_HIGH", weights.wgs.address)
     b.reg("CDMA", "D_MEAN_FORMAT", MEAN_FORMAT="DISABLE")
     if layer.in_cvt is not None:
         b.reg("CDMA", "D_CVT_CFG", CVT_EN="ENABLE", CVT_TRUNCATE=layer.in_cvt.shift)
@@ -401,8 +414,8 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     else:
         b.reg("CDMA", "D_CVT_CFG", CVT_EN="DISABLE")
     b.reg("CDMA", "D_CONV_STRIDE", CONV_X_STRIDE=geo.stride_x - 1, CONV_Y_STRIDE=geo.stride_y - 1)
-    b.reg("CDMA", "D_ZERO_PADDING", PAD_LEFT=geo.pad_left, PAD_RIGHT=geo.pad_right,
-          PAD_TOP=part.pad_top, PAD_BOTTOM=part.pad_bottom)
+    b.reg("CDMA", "D_ZERO_PADDING", PAD_LEFT=pads[1], PAD_RIGHT=pads[3], PAD_TOP=pads[0],
+          PAD_BOTTOM=pads[2])
     b.reg("CDMA", "D_ZERO_PADDING_VALUE", PAD_VALUE=layer.pad_value)
     b.reg("CDMA", "D_BANK", DATA_BANK=plan.data_banks - 1, WEIGHT_BANK=plan.weight_banks - 1)
 
@@ -427,16 +440,83 @@ def sdp_rows(sdp: SdpLayer, top: int, height: int) -> SdpLayer:
     return replace(sdp, **stages)
 
 
-def place_weights(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer) -> Buffer:
+@dataclass(frozen=True)
+class WeightSurfaces:
+    """Weights as the CDMA fetches them: the weight surface (WEIGHT_BYTES of it) and, for
+    compressed weights, the WMB bit masks (WMB_BYTES) and the WGS group sizes."""
+    weights: Buffer
+    weight_bytes: int
+    wmb: Buffer | None = None
+    wgs: Buffer | None = None
+    wmb_bytes: int = 0
+
+    @property
+    def address(self) -> int:
+        return self.weights.address
+
+    @property
+    def ram_type(self) -> int:
+        return self.weights.ram_type
+
+    @property
+    def fetched_bytes(self) -> int:
+        """Bytes of the surfaces in memory (weights, WMB, WGS)."""
+        return self.weight_bytes + self.wmb_bytes + (self.wgs.size_bytes if self.wgs else 0)
+
+
+def basic_weights(hw: HardwareConfig, layer: ConvLayer) -> tuple[np.ndarray, int]:
+    """The weights in the layout the CBUF holds them, as (K, ...) elements (direct: (K, C, R, S);
+    image: pre-extended; Winograd: the transformed 4x4 kernels), and bytes per kernel."""
+    if layer.winograd is not None:
+        t = layer.winograd.packed.transformed
+        return t, 16 * t.shape[1] * layer.dtype.bytes
+    w = np.asarray(layer.weights)
+    return w, int(np.prod(w.shape[1:])) * layer.dtype.bytes
+
+
+def _weight_image(hw: HardwareConfig, layer: ConvLayer) -> np.ndarray:
     dtype = layer.dtype
-    if not b.images:                    # timing only: the buffer, not its bytes
-        return alloc.weights(f"{layer.name}_weights",
-                             int(np.prod(np.shape(layer.weights))) * dtype.bytes)
-    image = formats.pack_direct_weights(layer.weights, dtype, b.hw.atomic_c,
-                                        kernel_group(b.hw, dtype))   # padded to 128 bytes
-    buf = alloc.weights(f"{layer.name}_weights", image.size)
-    b.mem_load(buf.address, image, buf.name)
-    return buf
+    if layer.winograd is not None:
+        return layer.winograd.packed.image
+    return formats.pack_direct_weights(layer.weights, dtype, hw.atomic_c,
+                                       kernel_group(hw, dtype))      # padded to 128 bytes
+
+
+def place_weights(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer) -> WeightSurfaces:
+    """Allocate (and, with images, load) the layer's weight surfaces: the basic image of its
+    format, or its compressed surfaces (formats.compress_weights)."""
+    dtype = layer.dtype
+    name = f"{layer.name}_weights"
+    elements, bytes_per_kernel = basic_weights(b.hw, layer)
+    k = elements.shape[0]
+    group = kernel_group(b.hw, dtype)
+    if not layer.compress:
+        if not b.images:                    # timing only: the buffer, not its bytes
+            buf = alloc.weights(name, elements.size * dtype.bytes)
+            return WeightSurfaces(buf, align_up(k * bytes_per_kernel, WEIGHT_ALIGN_BYTES))
+        image = _weight_image(b.hw, layer)
+        buf = alloc.weights(name, image.size)
+        b.mem_load(buf.address, image, buf.name)
+        return WeightSurfaces(buf, align_up(k * bytes_per_kernel, WEIGHT_ALIGN_BYTES))
+    from .winograd import compression_size
+    if not b.images:
+        size = compression_size(elements, dtype, k, group)
+        surfaces = (size.weight_bytes, size.wmb_bytes, size.wgs_bytes)
+        images = None
+    else:
+        packed = formats.compress_weights(_weight_image(b.hw, layer), dtype, k, bytes_per_kernel,
+                                          group)
+        images = (packed.weights, packed.wmb, packed.wgs)
+        surfaces = tuple(a.size for a in images)
+    bufs = []
+    for i, (what, nbytes) in enumerate(zip(("weights", "wmb", "wgs"), surfaces)):
+        # each surface starts 256-byte aligned (alignment table); buffers start 32-byte aligned
+        room = alloc.buffer(f"{layer.name}_{what}", nbytes + 256 - BUFFER_ALIGN_BYTES)
+        buf = Buffer(room.name, room.space, align_up(room.address, 256), nbytes)
+        if images is not None:
+            b.mem_load(buf.address, images[i], buf.name)
+        bufs.append(buf)
+    return WeightSurfaces(bufs[0], surfaces[0], bufs[1], bufs[2], surfaces[1])
 
 
 def conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement,
@@ -445,6 +525,9 @@ def conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement,
     k, c, r, s = np.shape(layer.weights)
     dtype = layer.dtype
     dilated_r = (r - 1) * layer.dilation[0] + 1
+    reserved = 1 if layer.compress else 0             # the WMB's bank
+    if layer.winograd is not None:
+        return winograd_cbuf_plan(hw, layer, src, reserved)
     if layer.image:
         if dtype != INT8:
             raise UnsupportedError(f"{layer.name}: {dtype} image input is not modelled by the "
@@ -453,9 +536,34 @@ def conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement,
         bpp = PIXEL_FORMATS[c_pixel][1]
         eps = image_entry_per_slice(hw, layer.pad[1] + src.width + layer.pad[3], bpp)
         return plan_cbuf(hw, c_pixel, src.height, src.width, k, r * s * c_pixel, dilated_r,
-                         layer.stride[0], layer.pad[0], layer.pad[2], eps=eps)
+                         layer.stride[0], layer.pad[0], layer.pad[2], eps=eps,
+                         reserved_banks=reserved)
     return plan_cbuf(hw, c, src.height, src.width, k, c * r * s * dtype.bytes, dilated_r,
-                     layer.stride[0], layer.pad[0], layer.pad[2], dtype=dtype, images=images)
+                     layer.stride[0], layer.pad[0], layer.pad[2], dtype=dtype, images=images,
+                     reserved_banks=reserved)
+
+
+def winograd_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement,
+                       reserved_banks: int = 0) -> CbufPlan:
+    """Banks of a Winograd layer: the whole padded, channel-extended input (no partial-height
+    split) beside all weights, two kernel groups or one (4x4 transformed kernels)."""
+    wino = layer.winograd
+    dtype = layer.dtype
+    eps = wino.ext_w // 4 * -(-src.channels // dtype.elements_per_atom(hw.memory_atomic_bytes)) \
+        * wino.stride[0] * wino.stride[1]
+    banks, depth = hw.cbuf.banks - reserved_banks, hw.cbuf.bank_depth
+    data = -(-eps * wino.ext_h // depth)
+    bpk = 16 * wino.ext_channels * dtype.bytes
+    k = np.shape(layer.weights)[0]
+    wt_all = weight_banks(hw, k, bpk)
+    wt_group = weight_banks(hw, kernel_group(hw, dtype), bpk)
+    whole = (PartialH(0, src.height - 1, wino.pad[0], wino.pad[2], 0, wino.out_h),)
+    for mode, wt in (("full", wt_all), ("ping-pong", 2 * wt_group), ("one-group", wt_group)):
+        if wt + data <= banks:
+            return CbufPlan(eps, data, wt, "full" if wt >= wt_all else mode, whole,
+                            keep_weights=False)
+    raise NvdlaSimError(f"{layer.name}: a Winograd input of {data} banks and one kernel group "
+                        f"of {wt_group} banks do not fit the {banks} CBUF banks of {hw.name}")
 
 
 def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: TensorPlacement,
@@ -467,6 +575,18 @@ def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: Tensor
     hardware layer (feature input, no fused PDP).  Returns the completion sync id of each
     hardware layer."""
     geo = _check(layer, src, dst)
+    wino = layer.winograd
+    if wino is not None:
+        if pdp is not None or batch is not None:
+            raise NvdlaSimError(f"{layer.name}: a Winograd layer writes its padded output to "
+                                "memory (no PDP on the fly, no batch)")
+        dst = replace(dst, height=wino.out_h, width=wino.out_w)    # whole 4x4 output blocks
+        if dst.line_stride < dst.width * dst.atom or dst.surf_stride < dst.height * dst.line_stride:
+            raise NvdlaSimError(f"{layer.name}: Winograd output {dst.name} needs room for "
+                                f"{dst.width}x{dst.height} (padded to 4) in its strides")
+        bpk = 16 * wino.ext_channels * geo.dtype.bytes
+        geo = replace(geo, channels=wino.ext_channels, r=4, s=4, bytes_per_kernel=bpk,
+                      weight_bytes=align_up(geo.kernels * bpk, WEIGHT_ALIGN_BYTES))
     if batch is not None and (layer.image or pdp is not None):
         raise NvdlaSimError(f"{layer.name}: a batch runs on feature input into memory (no image "
                             "input, no PDP on the fly)")
@@ -477,6 +597,8 @@ def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: Tensor
     if weights is None:
         weights = place_weights(b, alloc, replace(layer, weights=pre_extend(
             layer.weights, pixel_channels(src.channels))) if layer.image else layer)
+    if layer.compress:
+        geo = replace(geo, weight_bytes=weights.weight_bytes)
     done = []
     for i, part in enumerate(plan.parts):
         name = layer.name if not plan.split else f"{layer.name}_h{i}"
@@ -497,7 +619,7 @@ def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: Tensor
                    skip_weight_release=plan.keep_weights and not last, batch=batch)
         sdp_shape = (dst_part.channels, dst_part.height, dst_part.width)
         write_sdp(b, alloc, flying_sdp, sdp_shape, None,
-                  None if pdp is not None else dst_part, pdp,
+                  None if pdp is not None else dst_part, pdp, winograd=wino is not None,
                   batch=(batch.images, batch.dst_stride) if batch is not None else None)
         b.poll("CDMA", "S_CBUF_FLUSH_STATUS", 1)
         if "SDP_RDMA" in groups:

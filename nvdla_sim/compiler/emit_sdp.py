@@ -213,11 +213,12 @@ def sdp_needs_rdma(layer: SdpLayer, flying: bool) -> bool:
 def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple[int, int, int],
               src: TensorPlacement | None, dst: TensorPlacement | None,
               pdp: tuple[PdpLayer, TensorPlacement] | None = None,
-              batch: tuple[int, int] | None = None) -> None:
+              winograd: bool = False, batch: tuple[int, int] | None = None) -> None:
     """SDP_RDMA (when it runs) and SDP registers of a layer over a (C, H, W) cube.  `src` None:
     the input comes on the fly from CACC; `pdp` given: the output streams to that PDP layer
-    (`dst` is then None) whose registers are written too; `batch` (images, DST_BATCH_STRIDE
-    bytes): a batched convolution's cubes, image b written at dst + b x stride."""
+    (`dst` is then None) whose registers are written too; `winograd`: the CACC delivers a
+    Winograd layer's output (FEATURE_MODE_CFG.WINOGRAD, flying mode only); `batch` (images,
+    DST_BATCH_STRIDE bytes): a batched convolution's cubes, image b written at dst + b x stride."""
     flying = src is None
     batches = batch[0] - 1 if batch is not None else 0
     if batches and (not flying or pdp is not None or dst is None):
@@ -251,7 +252,7 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
 
     if sdp_needs_rdma(layer, flying):
         b.reg("SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
-              WINOGRAD="OFF", IN_PRECISION=precision, OUT_PRECISION=out_type.name,
+              WINOGRAD="ON" if winograd else "OFF", IN_PRECISION=precision, OUT_PRECISION=out_type.name,
               PROC_PRECISION=precision, **({"BATCH_NUMBER": batches} if batches else {}))
         b.reg("SDP_RDMA", "D_DATA_CUBE_WIDTH", WIDTH=w - 1)
         b.reg("SDP_RDMA", "D_DATA_CUBE_HEIGHT", HEIGHT=h - 1)
@@ -289,8 +290,8 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
         _write_x_stage(b, kind, getattr(layer, kind), dtype)
     _write_y_stage(b, layer.y, dtype)
     b.reg("SDP", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
-          OUTPUT_DST="PDP" if pdp is not None else "MEM", WINOGRAD="OFF",
-          **({"BATCH_NUMBER": batches} if batches else {}))
+          OUTPUT_DST="PDP" if pdp is not None else "MEM",
+          WINOGRAD="ON" if winograd else "OFF", **({"BATCH_NUMBER": batches} if batches else {}))
     if batches:
         b.word("SDP", "D_DST_BATCH_STRIDE", batch[1])
     b.reg("SDP", "D_DST_DMA_CFG", DST_RAM_TYPE=dst.ram_type if dst is not None else 1)

@@ -200,6 +200,8 @@ class HwLayer:
     notes: list[str] = field(default_factory=list)
     quant: object = None               # integer parameters, filled by scenario.quantize
     dtype: DataType | None = None      # precision it computes in (build_plan; None: the plan's)
+    lowering: dict = field(default_factory=dict)   # conv: emit_conv.ConvLayer fields lowering
+                                       # chose (winograd, clip_truncate, sdp, compress)
 
     @property
     def macs(self) -> int:
@@ -907,6 +909,8 @@ class LoweringContext:
                                        # int16 or float16), in its stored layout
     gpu_fallback: object = None        # callable(layer, {tensor: stored-layout cube}) -> output cube
     timeline: bool = False             # keep the engine's activity log for the timeline plot
+    winograd: str = "off"              # auto / on: Winograd convolution (compiler/winograd.py)
+    weight_compression: str = "off"    # auto: compress weights where that fetches fewer bytes
     batch: int = 1                     # images of one run; input_int8 is then (N, C, H, W)
 
 

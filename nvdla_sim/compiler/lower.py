@@ -49,6 +49,7 @@ from ..formats import pre_extend
 from .emit_pdp import emit_pdp, plan_pdp
 from .emit_sdp import SdpLayer, emit_sdp
 from .hwlayers import HwLayer, HwPlan, LayerTiming, LoweringContext, PlanResult, TensorRef
+from .winograd import choose_conv_features
 from .placement import CVSRAM, DBB, DEFAULT_BASE, BUFFER_ALIGN_BYTES, Allocator, Buffer, \
     TensorPlacement, align_up
 
@@ -183,6 +184,7 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
     cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
         if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
     buffers = {}
+    padded = winograd_outputs(plan)
     for name in sorted(life, key=lambda n: life[n][0]):
         t = plan.tensors[name]
         c, h, w = t.stored_channels, t.shape.h, t.shape.w
@@ -194,15 +196,30 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
             address = alloc.buffer(name, probe.size_bytes).address
             buffers[name] = image_placement(name, DBB, address, c, h, w)
             continue
+        ph, pw = padded.get(name, (h, w))     # a Winograd layer writes whole 4x4 blocks
         if cvsram is not None:
-            nbytes = -(-c // atom_channels) * atom * h * w
+            nbytes = -(-c // atom_channels) * atom * ph * pw
             address = cvsram.take(nbytes, *life[name])
         if address is None:
-            buffers[name] = alloc.feature(name, c, h, w, DBB, dtype)
+            buffers[name] = alloc.feature(name, c, ph, pw, DBB, dtype)
         else:
-            buffers[name] = TensorPlacement(name, CVSRAM, address, w, h, c, atom, w * atom,
-                                            h * w * atom, dtype)
+            buffers[name] = TensorPlacement(name, CVSRAM, address, pw, ph, c, atom, pw * atom,
+                                            ph * pw * atom, dtype)
+        if (ph, pw) != (h, w):                # readers see the real size, padded strides
+            buffers[name] = replace(buffers[name], height=h, width=w)
     return buffers
+
+
+def winograd_outputs(plan: HwPlan) -> dict[str, tuple[int, int]]:
+    """Root buffers written by Winograd layers: their (height, width) padded to whole 4x4
+    output blocks."""
+    out: dict[str, tuple[int, int]] = {}
+    for layer in plan.layers:
+        wino = layer.lowering.get("winograd") if layer.kind == "conv" else None
+        if wino is not None and layer.output is not None:
+            h, w = out.get(layer.output.tensor, (0, 0))
+            out[layer.output.tensor] = (max(h, wino.out_h), max(w, wino.out_w))
+    return out
 
 
 def _place_batch(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
@@ -287,6 +304,8 @@ def _fusable(b: ProgramBuilder, layer: HwLayer, src: TensorPlacement, pool: HwLa
              conv: ConvLayer | None = None) -> str | None:
     """Why the PDP cannot take this layer's output on the fly (None: it can)."""
     hw = b.hw
+    if layer.kind == "conv" and conv.winograd is not None:
+        return "Winograd writes whole 4x4 output blocks"
     if layer.kind == "conv":
         cbuf = conv_cbuf_plan(hw, conv, src)
         if cbuf.split:
@@ -301,9 +320,11 @@ def _fusable(b: ProgramBuilder, layer: HwLayer, src: TensorPlacement, pool: HwLa
 def _conv_layer(layer: HwLayer, buffers, hw) -> ConvLayer:
     q, c = layer.quant, layer.conv
     image = buffers[layer.inputs[0].tensor].atom != hw.memory_atomic_bytes    # image_placement
-    return ConvLayer(q.weight, tuple(c.stride), tuple(c.pad), tuple(c.dilation), 0,
+    conv = ConvLayer(q.weight, tuple(c.stride), tuple(c.pad), tuple(c.dilation), 0,
                      q.clip_truncate, None, _with_placements(q.sdp, buffers), layer.name,
                      image=image)
+    # Winograd / compressed weights as compiler/winograd.py chose them (lower)
+    return replace(conv, **layer.lowering) if layer.lowering else conv
 
 
 def _emitted(b: ProgramBuilder, step: Step, emit) -> Step:
@@ -389,7 +410,7 @@ def _emit_conv_step(b, alloc, layer, pool, src, buffers, notes, weights=None) ->
         return [_emitted(b, Step([layer, pool], outputs=[(pool.output, pdp_dst)]),
                          lambda: emit_conv(b, alloc, conv, src, virtual, (pool.quant, pdp_dst),
                                            weights=_placed_weights(b, alloc, conv, src, weights)))]
-    tmp = alloc.feature(f"{layer.name}_out", *conv_out, dtype=pdp_dst.dtype)
+    tmp = _conv_output(alloc, f"{layer.name}_out", conv, conv_out, pdp_dst.dtype)
     notes.setdefault(pool.name, []).append(f"PDP not on the fly ({why}): via DRAM")
     return [_emitted(b, Step([layer], refetch=refetch), lambda: emit_conv(
                 b, alloc, conv, src, tmp, weights=_placed_weights(b, alloc, conv, src, weights))),
@@ -429,6 +450,17 @@ def _emit_batch_step(b: ProgramBuilder, alloc: Allocator, layer: HwLayer,
     return _emitted(b, step, lambda: emit_conv(b, alloc, conv, src, dst, batch=batch))
 
 
+def _conv_output(alloc: Allocator, name: str, conv: ConvLayer, shape: tuple[int, int, int],
+                 dtype) -> TensorPlacement:
+    """A DRAM cube for a convolution's output: a Winograd layer's with room for its padded
+    4x4 blocks (readers see the real size)."""
+    c, h, w = shape
+    if conv.winograd is None:
+        return alloc.feature(name, c, h, w, dtype=dtype)
+    cube = alloc.feature(name, c, conv.winograd.out_h, conv.winograd.out_w, dtype=dtype)
+    return replace(cube, height=h, width=w)
+
+
 def refetched(cbuf, in_height: int) -> tuple[int, int]:
     """(input lines, weight passes) a CBUF partial-height split reads more than once."""
     lines = sum(p.bottom - p.top + 1 for p in cbuf.parts) - in_height
@@ -459,6 +491,9 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
     b = ProgramBuilder(hw, name or plan.network.name, images=images)
     groups = _steps_of(plan)
     strides: dict[str, int] = {}
+    chosen = choose_conv_features(plan, ctx, plan.root(plan.network.input_name)[0]
+                                  if image_input(plan) else None,
+                                  {g[0].name for g in groups if len(g) > 1})
     buffers = place_tensors(plan, ctx, alloc, groups, strides)
     n = ctx.batch
     if images:
@@ -468,7 +503,7 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
         for i in range(n):
             b.load_cube(image_buffers(buffers, strides, i)[root],
                         ctx.input_int8 if n == 1 else ctx.input_int8[i])
-    notes: dict[str, list[str]] = {}
+    notes: dict[str, list[str]] = {name: list(v) for name, v in chosen.items()}
     steps: list[Step] = []
     weights: dict[str, Buffer] | None = {} if n > 1 else None
     for group in groups:

@@ -30,7 +30,7 @@ from .quantize import (Calibration, QuantConfig, dequantize, quantize_input, qua
 from .reference import run_op, run_reference, sqnr_db
 from .limits import check_memory
 from .schema import Scenario, load_scenario
-from .weights import Weights, check_weights, load_npz, random_weights, stand_in_weights
+from .weights import Weights, check_weights, load_npz, prune, random_weights, stand_in_weights
 
 @dataclass
 class Prepared:
@@ -70,7 +70,8 @@ def network_weights(scn: Scenario, network: Network, model_weights: Weights | No
         check_weights(network, model_weights, "network.onnx")
         return model_weights
     # timing only: stand-ins of the right shapes (weights.stand_in_weights; same register writes)
-    rnd = (random_weights if scn.values else stand_in_weights)(network, w.seed)
+    # (a pruned network's compressed weight sizes depend on the values: real weights then)
+    rnd = (random_weights if scn.values or w.sparsity > 0 else stand_in_weights)(network, w.seed)
     if model_weights:                     # ONNX with a seed: keep the model's constants for non-weights
         rnd = {**model_weights, **rnd}
     return rnd
@@ -142,6 +143,8 @@ def _prepare(scn: Scenario) -> Prepared:
     support = check_support(network, scn.hardware, scn.dtype, scn.batch)   # (dla_rules)
     check_fallback(scn, network, support)
     weights = network_weights(scn, network, model_weights)
+    w = scn.weights
+    weights = prune(network, weights, w.sparsity, w.pattern, w.seed)   # weights.sparsity
     # timing: activations are sized tokens, so no random image is drawn (a .npy is still read:
     # its shape is checked)
     x = make_input(scn, network) if scn.values or scn.input.source == "npy" else None
@@ -197,7 +200,8 @@ def context(prep: Prepared) -> LoweringContext:
     return LoweringContext(scn.hardware, scn.clock_mhz, scn.memory.dram, scn.memory.cvsram,
                            scn.memory.cvsram_bytes, scn.values, x_int8,
                            gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,
-                           scn.outputs.timeline, batch=scn.batch)
+                           scn.outputs.timeline, batch=scn.batch, winograd=scn.winograd,
+                           weight_compression=scn.weight_compression)
 
 
 def dla_tensors(plan: HwPlan, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

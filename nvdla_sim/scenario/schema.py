@@ -22,7 +22,8 @@ from ..host.profile import HostProfile, load_host_profile
 from ..yaml_file import read_yaml
 
 TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
-              "quantization", "mode", "gpu_fallback", "outputs", "host", "batch")
+              "quantization", "mode", "gpu_fallback", "outputs", "host", "batch",
+              "winograd", "weight_compression")
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
@@ -79,6 +80,8 @@ class WeightsSpec:
     source: str                        # random / npz / model (from the ONNX file)
     seed: int = 0
     path: Path | None = None
+    sparsity: float = 0.0              # share of conv/fc weights pruned to zero (weights.prune)
+    pattern: str = "random"            # random (each weight, seeded) / 2:4 (2 of every 4 channels)
 
 
 @dataclass
@@ -119,6 +122,8 @@ class Scenario:
     layer_precision: dict[str, str] = field(default_factory=dict)   # layer -> int8 / int16
     host: HostProfile | None = None    # end-to-end time's host (None: report's default)
     batch: int = 1                     # images per inference, one register program (_batch)
+    winograd: str = "off"              # auto / on / off (compiler/winograd.py); auto default where
+    weight_compression: str = "off"    # the preset has the feature (_feature_mode)
 
     @property
     def values(self) -> bool:
@@ -486,14 +491,29 @@ def _input(value: Any, base: Path) -> InputSpec:
 
 
 def _weights(value: Any, base: Path, network: NetworkSpec) -> WeightsSpec:
-    d = _mapping(value, "weights", ("seed", "npz"))
+    d = _mapping(value, "weights", ("seed", "npz", "sparsity", "pattern"))
+    pruning = _pruning(d)
     if "npz" in d:
         if "seed" in d:
             raise FieldError("weights", "give either npz or seed, not both")
-        return WeightsSpec("npz", path=_file(base, d["npz"], "weights.npz", (".npz",)))
+        return WeightsSpec("npz", path=_file(base, d["npz"], "weights.npz", (".npz",)), **pruning)
     if network.source == "onnx" and "seed" not in d:
-        return WeightsSpec("model")
-    return WeightsSpec("random", seed=_number(d, "seed", "weights", 0, minimum=0, integer=True))
+        return WeightsSpec("model", **pruning)
+    return WeightsSpec("random", seed=_number(d, "seed", "weights", 0, minimum=0, integer=True),
+                       **pruning)
+
+
+def _pruning(d: dict) -> dict:
+    """weights.sparsity (share of conv/fc weights set to zero, 0 <= s < 1) and weights.pattern
+    (random, or 2:4: two of every four input channels, sparsity 0.5)."""
+    pattern = _choice(d, "pattern", "weights", ("random", "2:4"), "random")
+    sparsity = float(_number(d, "sparsity", "weights", 0.5 if pattern == "2:4" else 0.0,
+                             minimum=0.0))
+    if sparsity >= 1.0:
+        raise FieldError("weights.sparsity", f"must be < 1 (a share of the weights), got {sparsity:g}")
+    if pattern == "2:4" and sparsity != 0.5:
+        raise FieldError("weights.sparsity", f"pattern 2:4 prunes exactly 0.5, got {sparsity:g}")
+    return {"sparsity": sparsity, "pattern": pattern}
 
 
 def _quantization(value: Any, precision: str = "int8") -> QuantizationSpec:
@@ -593,6 +613,23 @@ def _precisions(value: Any, hw: HardwareConfig) -> tuple[str, dict[str, str]]:
 MAX_BATCH = 32
 
 
+def _feature_mode(d: dict, key: str, hw: HardwareConfig, flag: str) -> str:
+    """`winograd` / `weight_compression`: auto (the default where the preset has the feature),
+    off, or (winograd) on: every eligible layer, even one the estimate finds memory-bound;
+    auto / on on a preset without the feature is an error."""
+    has = bool(getattr(hw.features, flag))
+    if isinstance(d.get(key), bool):           # YAML 1.1 reads bare `on` / `off` as booleans
+        d = {**d, key: "on" if d[key] else "off"}
+    modes = ("auto", "on", "off") if key == "winograd" else ("auto", "off")
+    if d.get(key) == "on" and key != "winograd":
+        d = {**d, key: "auto"}
+    mode = _choice(d, key, "", modes, "auto" if has else "off")
+    if mode != "off" and not has:
+        raise FieldError(key, f"{hw.name} has no {key.replace('_', ' ')} (features.{flag}: "
+                              "false; nv_full has it); use off")
+    return mode
+
+
 def _batch(d: dict, hw: HardwareConfig) -> int:
     """`batch`: images one register program runs (1..MAX_BATCH), on hardware with the batch
     feature (CDMA/CSC/CACC BATCH_NUMBER); 1 anywhere."""
@@ -624,7 +661,9 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
         weights=_weights(d.get("weights"), base, network), quantization=_quantization(d.get("quantization"), precision),
         mode=_choice(d, "mode", "", MODES, "values+timing"),
         gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d,
-        layer_precision=layer_precision, host=_host(d.get("host"), base), batch=_batch(d, hw))
+        layer_precision=layer_precision, host=_host(d.get("host"), base), batch=_batch(d, hw),
+        winograd=_feature_mode(d, "winograd", hw, "winograd"),
+        weight_compression=_feature_mode(d, "weight_compression", hw, "weight_compression"))
 
 
 def load_scenario(path: str | Path) -> Scenario:

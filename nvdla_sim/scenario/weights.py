@@ -132,6 +132,40 @@ def load_npz(path: Path, network: Network) -> Weights:
     return out
 
 
+def prune(network: Network, weights: Weights, sparsity: float, pattern: str = "random",
+          seed: int = 0) -> Weights:
+    """Conv and fc weights with a share `sparsity` set to zero, so pruned networks exist for the
+    compressed-weight studies: `random` zeroes each weight with that probability (seeded),
+    `2:4` keeps the two largest magnitudes of every four consecutive input channels at each
+    kernel position (NVIDIA's structured sparsity; channels beyond a multiple of 4 are kept).
+    Biases, batch-norm and other parameters are unchanged."""
+    if sparsity <= 0.0:
+        return weights
+    rng = np.random.default_rng(seed)
+    out: Weights = {}
+    for op in network.ops:
+        if op.name not in weights:
+            continue
+        roles = dict(weights[op.name])
+        if op.kind in ("conv", "fc") and "weight" in roles:
+            w = np.array(roles["weight"], np.float32)
+            if pattern == "2:4":
+                w4 = w if op.kind == "conv" else w.reshape(w.shape[0], -1, 1, 1)
+                c4 = w4.shape[1] // 4 * 4
+                blocks = w4[:, :c4].reshape(w4.shape[0], c4 // 4, 4, *w4.shape[2:])
+                order = np.argsort(np.abs(blocks), axis=2, kind="stable")
+                drop = np.zeros(blocks.shape, bool)
+                np.put_along_axis(drop, order[:, :, :2], True, axis=2)
+                blocks[drop] = 0.0
+                w4[:, :c4] = blocks.reshape(w4.shape[0], c4, *w4.shape[2:])
+                w = w4.reshape(w.shape)
+            else:
+                w[rng.random(w.shape) < sparsity] = 0.0
+            roles["weight"] = w
+        out[op.name] = roles
+    return {**weights, **out}
+
+
 def stand_in_weights(network: Network, seed: int) -> Weights:
     """Timing-only runs: weights of the right shapes without computing ResNet-sized random tensors.
 

@@ -48,6 +48,9 @@ AXES = {
     "weight_bits": "quantization.weight_bits",          # sub-8-bit what-if (docs/precision.md)
     "activation_bits": "quantization.activation_bits",
     "rounding": "quantization.rounding",
+    "winograd": "winograd",                              # auto/on/off (compiler/winograd.py)
+    "weight_compression": "weight_compression",          # auto / off
+    "sparsity": "weights.sparsity",                      # share of pruned weights, 0 <= s < 1
     "batch": "batch",                                    # images per program (scenario batch)
 }
 POSITIVE_INT_AXES = ("cbuf_banks", "cbuf_bank_depth", "cbuf_bank_width", "atomic_c", "atomic_k")
@@ -135,9 +138,17 @@ def _check_value(axis: str, value: Any, where: str, sweep_dir: Path) -> Any:
         if value not in ROUNDING_MODES:
             raise FieldError(where, f"unknown rounding mode {value!r} (known: "
                                     f"{', '.join(ROUNDING_MODES)})")
+    elif axis in ("winograd", "weight_compression"):
+        if isinstance(value, bool):               # YAML 1.1 reads bare `on` / `off` as booleans
+            value = "on" if value else "off"
+        if value not in ("auto", "on", "off"):
+            raise FieldError(where, f"must be auto, on or off, got {value!r}")
     elif axis == "batch":
         if not is_int(value) or not 1 <= value <= 32:
             raise FieldError(where, f"must be an image count in 1..32, got {value!r}")
+    elif axis == "sparsity":
+        if not is_num(value) or not 0 <= value < 1:
+            raise FieldError(where, f"must be a share of the weights in [0, 1), got {value!r}")
     elif axis == "preset":
         if value not in preset_names():
             raise FieldError(where, f"unknown hardware preset {value!r} (known: {', '.join(preset_names())})")
