@@ -174,3 +174,24 @@ def test_probabilistic_weights_follow_the_seed():
                               if layer.kind == "conv"]):
         exact = _int8_weights(q) * 3 / 127
         assert np.all((layer_w >= np.floor(exact)) & (layer_w <= np.ceil(exact)))
+
+
+def test_report_states_the_output_sqnr_and_the_what_if(tmp_path, capsys):
+    import json
+    from nvdla_sim.report.tables import format_console
+    from nvdla_sim.scenario.runner import execute
+    scn = parse_scenario({**BASE, "quantization": {"weight_bits": 4, "activation_bits": 6,
+                                                   "rounding": "addmod97"},
+                          "outputs": {"directory": str(tmp_path), "plots": False,
+                                      "formats": ["json"]}}, Path("."))
+    prep = prepare(scn)
+    rep = execute(prep, tmp_path)
+    out = prep.network.outputs[0]
+    _, _, values = run(weight_bits=4, activation_bits=6, rounding="addmod97")
+    assert rep.output_sqnr_db == pytest.approx(_sqnr(prep.reference[out], values[out]))
+    text = format_console(rep)
+    assert f"network output SQNR: {rep.output_sqnr_db:.1f} dB" in text
+    assert "4-bit weights, 6-bit activations" in text and "round activations to nearest" in text
+    data = json.loads(next(tmp_path.glob("*.json")).read_text())
+    assert data["quantization"] == {"weight_bits": 4, "activation_bits": 6,
+                                    "rounding": "addmod97", "seed": 0}

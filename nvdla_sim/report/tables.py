@@ -74,6 +74,8 @@ class Report:
     area_mm2: float | None = None      # SRAM + datapath estimate (docs/energy.md)
     tops_per_w: float | None = None
     energy: dict | None = None         # per-event table, SRAM macros, split, area breakdown
+    output_sqnr_db: float | None = None   # the network output(s) against float32 (values mode)
+    quantization: dict | None = None   # the sub-8-bit what-if's bits and rounding (quantization.py)
     batch: int = 1                     # images of the run: cycles, bytes, MACs and energy are
                                        # the whole batch's (its latency); fps is images/s
 
@@ -200,6 +202,7 @@ def build_report(prep, result: PlanResult | None, values: dict | None = None) ->
     from ..energy.report import attach_energy
     attach_energy(rep, prep, result)
     attach_host(rep, prep, result)          # hardware vs end-to-end time (nvdla_sim/host)
+    attach_quantization(rep, prep, values)  # output SQNR, sub-8-bit settings (quantization.py)
     return rep
 
 
@@ -246,6 +249,7 @@ def format_console(rep: Report) -> str:
     lines.append(total)
     if rep.lowest_sqnr:
         lines.append(f"lowest layer SQNR: {rep.lowest_sqnr[1]:.1f} dB ({rep.lowest_sqnr[0]})")
+    lines += quantization_lines(rep)
     if rep.estimator_ms is not None:
         per_image = rep.ms / rep.batch if rep.ms else None     # the estimator's ms are per image
         vs = (f" (this run {per_image / rep.estimator_ms:.2f}x"
@@ -261,6 +265,7 @@ def format_console(rep: Report) -> str:
 CSV_COLUMNS = ("layer", "device", "kinds", "hw_layers", "precision", "macs", "cycles", "mac_util",
                "dram_bytes", "bound", "sqnr_db", "max_abs_err", "note")
 from ..host.end_to_end import attach_host, host_lines  # noqa: E402
+from .quantization import attach_quantization, quantization_lines  # noqa: E402
 from ..energy.report import CSV_COLUMNS as _ENERGY_COLUMNS, csv_values as _energy_values  # noqa: E402
 CSV_COLUMNS += _ENERGY_COLUMNS
 from .statistics import STATS_CSV_COLUMNS, attach_statistics, any_counter_nonzero, \
