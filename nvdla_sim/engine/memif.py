@@ -154,6 +154,7 @@ class MemoryInterface:
         self._port_free = {"read": 0.0, "write": 0.0}
         self._bus_free = {"read": 0.0, "write": 0.0}
         self.bytes_by_client: dict[str, dict[str, int]] = {}
+        self._read_limit: dict[int | None, int] = {}    # client limit -> min of all read limits
         self.transfers: list[tuple[float, float, str, str, int]] = []   # start, end, client, dir, bytes
 
     def requests(self, nbytes: int) -> int:
@@ -177,12 +178,13 @@ class MemoryInterface:
         read = direction == "read"
         if read:
             interval, latency = p.read_request_interval_cycles, self.read_latency
-            limits = self.outstanding_limits
-            if outstanding:
-                limits = limits + [outstanding]
-            if limits:
+            limit = self._read_limit.get(outstanding)
+            if limit is None:
+                limits = self.outstanding_limits + ([outstanding] if outstanding else [])
+                limit = self._read_limit[outstanding] = min(limits) if limits else 0
+            if limit:
                 # A request holds its slot from acceptance to its last beat.
-                slot = (latency + req_cycles) / min(limits)
+                slot = (latency + req_cycles) / limit
                 if slot > interval:
                     interval = slot
         else:

@@ -85,9 +85,13 @@ class TimingModel:
         return state
 
     def note_cbuf(self) -> None:
-        # the CBUF pools in creation order (the sum's order), kept by pool()
-        used = sum([p.capacity - p.free for p in self._cbuf_pools])
-        self.cbuf_peak_entries = max(self.cbuf_peak_entries, used)
+        # the CBUF pools in creation order, kept by pool(), summed left to right from 0 as sum()
+        # does (one call per CDMA request: no list, no max(); the same value)
+        used = 0
+        for p in self._cbuf_pools:
+            used += p.capacity - p.free
+        if used > self.cbuf_peak_entries:
+            self.cbuf_peak_entries = used
 
     def finish(self) -> None:
         for t in self._trackers.values():

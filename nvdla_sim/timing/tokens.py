@@ -77,10 +77,15 @@ class Pool:
         if n > self.capacity:
             raise NvdlaSimError(f"{self.name}: {n:g} units requested at once but only "
                                 f"{self.capacity:g} exist (the hardware would never proceed)")
-        if not self._waiters and n <= self.free + 1e-6 and self.env.peek() > self.env.now:
-            self.free -= n
-            self.peak = max(self.peak, self.capacity - self.free)
-            return GRANTED
+        if not self._waiters and n <= self.free + 1e-6:
+            env = self.env
+            queue = env._queue              # env.peek() > env.now, written out (hot path)
+            if not queue or queue[0][0] > env._now:
+                self.free -= n
+                used = self.capacity - self.free
+                if used > self.peak:
+                    self.peak = used
+                return GRANTED
         event = self.env.event()
         self._waiters.append((n, event))
         self._wake()
