@@ -47,7 +47,8 @@ scn.mode = "timing"
 scn.outputs.plots = False
 t = time.perf_counter()
 prep = prepare(scn)
-need = sum(memory_need_bytes(prep.network, False, input_image=False).values())
+need = sum(memory_need_bytes(prep.network, False, input_image=False, weights=False,
+                              gpu_ops=set(prep.support.fallback_ops)).values())
 report = execute(prep, sys.argv[2])
 print(json.dumps({"peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                   "estimate": need, "cycles": report.total_cycles,

@@ -62,6 +62,14 @@ def _progress(args, label: str = ""):
     return Progress(label)
 
 
+def _running(args, label: str):
+    """`nvdla-sim run`: the simulated cycle on stderr while the network runs (a terminal, or
+    --progress), else nothing."""
+    from contextlib import nullcontext
+    progress = _progress(args)
+    return progress.running(label) if progress is not None else nullcontext()
+
+
 def _project_hint(args, hw, path: Path, specific_only: bool = False) -> str | None:
     """Why a replay may have failed when the project does not match the test (`specific_only`:
     only when the test's folder or format says so)."""
@@ -239,7 +247,8 @@ def cmd_run(args) -> int:
                             "--out" if args.out else "outputs.directory")
         prep = prepare(scn)
         try:
-            report = execute(prep, args.out)
+            with _running(args, scn.name):
+                report = execute(prep, args.out)
         except NvdlaSimError as exc:       # lowering's refusals name the scenario too
             raise type(exc)(f"{scn.path}: {exc}") from None
         return 0 if report.total_cycles is not None else 1
@@ -254,9 +263,11 @@ def cmd_run(args) -> int:
         _check_writable_dir(args.save_outputs, "--save-outputs")
     if args.save_scenario:
         _check_writable_file(args.save_scenario, "--save-scenario")
-    result = run(args.scenario, hardware=args.hardware, precision=args.precision, mode=args.mode,
-                 gpu_fallback=args.gpu_fallback, input=args.input, weights_seed=args.weights_seed,
-                 batch=args.batch, out_dir=args.out, quiet=False)
+    with _running(args, Path(str(args.scenario)).stem):
+        result = run(args.scenario, hardware=args.hardware, precision=args.precision,
+                     mode=args.mode, gpu_fallback=args.gpu_fallback, input=args.input,
+                     weights_seed=args.weights_seed, batch=args.batch, out_dir=args.out,
+                     quiet=False)
     if args.save_scenario:
         save_scenario(result.scenario, args.save_scenario)
         print(f"scenario written to {args.save_scenario}")
@@ -448,6 +459,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write each network output as NAME.reference.npy and NAME.dla.npy")
     s.add_argument("--save-scenario", type=Path, metavar="FILE",
                    help="write the scenario YAML that was run")
+    g = s.add_mutually_exclusive_group()
+    g.add_argument("--progress", action="store_true", default=None,
+                   help="print the simulated cycle on stderr every second of a long run "
+                        "(default: when stderr is a terminal)")
+    g.add_argument("--no-progress", dest="progress", action="store_false",
+                   help="never print progress")
     s.set_defaults(func=cmd_run)
 
     m = sub.add_parser("compile", help="compile a scenario to hardware layers and list them")

@@ -125,9 +125,33 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.interval_s, self.delay_s = interval_s, delay_s
         self.lines = 0
+        self._engine = None
 
     @contextmanager
     def watch(self, engine, label: str | None = None):
+        """Report `engine`'s cycle while the block runs."""
+        self._engine = engine
+        with self._report(label):
+            yield
+
+    @contextmanager
+    def running(self, label: str | None = None):
+        """Report the cycle of each engine the block creates through compiler.lower (`nvdla-sim
+        run`: they are handed over by progress_hook.follow) while the block runs."""
+        from . import progress_hook
+        self._engine = None
+        progress_hook.ACTIVE.append(self)
+        try:
+            with self._report(label):
+                yield
+        finally:
+            progress_hook.ACTIVE.remove(self)
+
+    def follow(self, engine) -> None:
+        self._engine = engine
+
+    @contextmanager
+    def _report(self, label: str | None):
         stop = threading.Event()
         tty = getattr(self.stream, "isatty", lambda: False)()
         label = label or self.label
@@ -139,6 +163,11 @@ class Progress:
                 return
             while True:
                 elapsed = time.perf_counter() - start
+                engine = self._engine
+                if engine is None:              # compiling: no engine yet
+                    if stop.wait(self.interval_s):
+                        return
+                    continue
                 now = engine.env.now
                 text = (f"{label}: cycle {now:,.0f} after {elapsed:.0f} s "
                         f"({now / elapsed / 1e6:.2f} M cycles/s)")

@@ -84,6 +84,10 @@ HOSTILE = [
     (node("LeakyRelu", alpha=float("inf")), "node 'n0' (LeakyRelu): attribute alpha=inf"),
     (node("Clip", ["x", "lo", "hi"], [const("lo", 5.0), const("hi", 1.0)]),
      "node 'n0' (Clip): min 5 exceeds max 1"),
+    (node("Clip", ["x", "lo", "hi"], [const("lo", 0.0), const("hi", 1e30)]),
+     "node 'n0' (Clip): bound 1e+30 is not a number within FP16's +-65504"),
+    (node("Clip", ["x", "lo", "hi"], [const("lo", np.nan), const("hi", 1.0)]),
+     "node 'n0' (Clip): bound nan"),
     (node("BatchNormalization", ["x", "s", "b", "m", "v"], BN + [const("v", -10 * np.ones(2))]),
      "node 'n0' (BatchNormalization): variance + epsilon must be > 0"),
     (node("BatchNormalization", ["x", "s", "b", "m", "v"], BN + [const("v", np.ones(2))],
@@ -207,3 +211,11 @@ def test_a_valid_change_changes_the_shapes():
     changed, _ = import_model(m, "b.onnx")
     assert base.shapes["p1"].h == 4 and changed.shapes["p1"].h == 7
     assert changed.shapes["c1"] == base.shapes["c1"]
+
+
+@pytest.mark.parametrize("hi", [np.inf, np.finfo(np.float32).max])
+def test_clip_without_an_upper_bound(hi):
+    """+inf and FLT_MAX are how exporters write "no bound": a clip with a floor only."""
+    net, _ = import_model(node("Clip", ["x", "lo", "hi"], [const("lo", 0.0), const("hi", hi)]),
+                          "c.onnx")
+    assert net.op("y").attrs["min"] == 0.0 and net.op("y").attrs["max"] is None

@@ -114,12 +114,21 @@ HOSTILE = [
     ("quantization: {percentile: .nan}\nnetwork: lenet5\n", ["quantization.percentile"]),
     ("input: {seed: -1}\nnetwork: lenet5\n", ["input.seed"]),
     ("input: {seed: 1.5}\nnetwork: lenet5\n", ["input.seed"]),
+    ("hardware: {preset: nv_small, pdp_throughput: 1000000000000}\nnetwork: lenet5\n",
+     ["hardware.pdp_throughput", "<="]),
+    ("hardware: {preset: nv_small, primary_memif: {width_bits: 1099511627776}}\n"
+     "network: lenet5\n", ["hardware.primary_memif.width_bits"]),
+    ("hardware: {preset: nv_small, cbuf: {bank_depth: 1073741824}}\nnetwork: lenet5\n",
+     ["hardware.cbuf.bank_depth"]),
+    ("hardware: {preset: nv_small, sdp: {bs_throughput: .nan}}\nnetwork: lenet5\n",
+     ["hardware.sdp.bs_throughput"]),
 ]
 
 
 @pytest.mark.parametrize("text, needles", HOSTILE, ids=[f"case{i}" for i in range(len(HOSTILE))])
 def test_hostile_scenario_is_one_line(tmp_path, text, needles):
-    path = scenario_file(tmp_path, "hardware: nv_small\n" + text)
+    head = "" if text.startswith("hardware:") else "hardware: nv_small\n"
+    path = scenario_file(tmp_path, head + text)
     rc, out, err = run_cli(["run", str(path), "--out", str(tmp_path / "out")])
     assert_one_line_error(rc, err, str(path), *needles)
     rc, out, err = run_cli(["compile", str(path)])       # compile rejects what run rejects
@@ -235,11 +244,14 @@ def test_memory_estimate_counts_weights_from_shapes():
     net = scn.network.network
     # conv 16 x 8 x 3 x 3, fc 10 x (16 x 8 x 8): counted from the shapes, nothing built
     assert weight_elements(net) == 16 * 8 * 9 + 10 * 16 * 8 * 8
+    # on the DLA: 16 bytes per weight in either mode (the lowering's quantisation peak)
     need = memory_need_bytes(net, values=False, input_image=False, weights=False)
-    assert need == {"weights": 0, "activations": 0}       # timing: stand-in weights, no image
-    need = memory_need_bytes(net, values=False, input_image=True, weights=True)   # npy, npz
-    assert need == {"weights": 8 * weight_elements(net), "activations": 4 * 8 * 16 * 16}
-    values = memory_need_bytes(net, values=True)
+    assert need == {"weights": 16 * weight_elements(net), "activations": 0}   # no image drawn
+    # the fc on the GPU fallback: stand-ins in timing, float32 arrays (8 B) in values mode
+    need = memory_need_bytes(net, values=False, input_image=True, weights=False, gpu_ops={"fc"})
+    assert need == {"weights": 16 * 16 * 8 * 9, "activations": 4 * 8 * 16 * 16}
+    values = memory_need_bytes(net, values=True, gpu_ops={"fc"})
+    assert values["weights"] == 16 * 16 * 8 * 9 + 8 * 10 * 16 * 8 * 8
     assert values["activations"] == 8 * sum(s.elements for s in net.shapes.values())
 
 
@@ -248,12 +260,16 @@ def test_memory_check_refuses_with_the_size():
     big["network"] = {"input": [3, 8192, 8192], "layers": [
         {"name": "fc", "type": "fc", "out_features": 1000}]}
     net = parse_scenario(big, ROOT).network.network
-    check_memory(net, values=False, input_image=False, weights=False, available=1 << 30)
+    # the fc's 8192 x 8192 kernel is above the DLA's 32: on the GPU, stand-ins when timing
+    check_memory(net, values=False, input_image=False, weights=False, gpu_ops={"fc"},
+                 available=1 << 30)
     with pytest.raises(NvdlaSimError) as exc:
-        check_memory(net, values=True, available=16 << 30)
+        check_memory(net, values=True, gpu_ops={"fc"}, available=16 << 30)
     msg = str(exc.value)
     # 1000 x 3 x 8192 x 8192 float32 weights, twice: 1500 GiB
     assert "weights 1500.0 GiB" in msg and "16.0 GiB are available" in msg and "\n" not in msg
+    with pytest.raises(NvdlaSimError, match="weights 3000.0 GiB"):    # were it on the DLA
+        check_memory(net, values=False, input_image=False, weights=False, available=16 << 30)
     check_memory(parse_scenario(copy.deepcopy(BASE), ROOT).network.network, values=True,
                  available=16 << 30)
 
@@ -283,7 +299,7 @@ def test_too_big_for_this_process_is_one_line(tmp_path):
         sys.exit(main(["run", {str(path)!r}, "--out", {str(tmp_path / 'o')!r}]))
         """, 3 << 30)
     assert r.returncode == 2, r.stderr
-    assert len(r.stderr.splitlines()) == 1 and "needs at least" in r.stderr and "GiB" in r.stderr
+    assert len(r.stderr.splitlines()) == 1 and "needs about" in r.stderr and "GiB" in r.stderr
 
 
 PEAK_BOUND_BYTES = 1 << 30          # timing-only runs below stay under 1 GiB of peak RSS
@@ -318,3 +334,18 @@ def test_timing_only_peak_memory(tmp_path, scenario):
     assert r.returncode == 0, r.stderr[-2000:]
     peak = int(r.stdout.strip().splitlines()[-1])
     assert peak < PEAK_BOUND_BYTES, f"peak RSS {peak / 2**20:.0f} MiB"
+
+
+def test_run_progress_follows_the_engine(tmp_path):
+    """`nvdla-sim run --progress`: the reporter follows the engine compiler.lower creates."""
+    from nvdla_sim.conformance import Progress
+    from nvdla_sim.scenario.runner import execute
+    stream = io.StringIO()
+    progress = Progress("lenet", stream=stream, interval_s=0.001, delay_s=0.0)
+    scn = parse_scenario({**copy.deepcopy(BASE), "network": "lenet5"}, tmp_path)
+    with progress.running():
+        report = execute(prepare(scn), tmp_path / "out")
+    lines = [line for line in stream.getvalue().splitlines() if line]
+    assert lines and all(line.startswith("lenet: cycle ") for line in lines)
+    last = int(lines[-1].split("cycle ")[1].split()[0].replace(",", ""))
+    assert 0 < last <= report.total_cycles

@@ -40,6 +40,7 @@ import numpy as np
 from ..datatype import INT8
 from ..engine import Engine, RunResult
 from ..errors import NvdlaSimError
+from ..progress_hook import follow as follow_progress
 from ..program import IntrNotify, RegisterProgram, RegWrite, SyncWait
 from .emit import ProgramBuilder, cube_image, read_output
 from .emit_cdp import emit_cdp
@@ -671,6 +672,7 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
     plan = lowered.plan
     engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz, cvsram_memory=ctx.cvsram,
                     compute_values=ctx.values)
+    follow_progress(engine)                 # nvdla-sim run --progress (progress_hook)
     from ..report.statistics import StatisticsTap, split_by_layer
     tap = StatisticsTap(engine) if ctx.values else None     # timing only: nothing is counted
     n = ctx.batch

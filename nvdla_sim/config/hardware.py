@@ -147,10 +147,15 @@ def _build(cls, data: dict, where: str):
     return cls(**kwargs)
 
 
+MAX_FIELD = 1 << 24                    # the largest value of a positive hardware field
+
+
 def _check(cfg: HardwareConfig, where: str) -> None:
     def positive(path: str, v: Any) -> None:
         if not isinstance(v, int) or isinstance(v, bool) or v <= 0:
             raise NvdlaSimError(f"{where}{path}: must be a positive integer, got {v!r}")
+        if v > MAX_FIELD:                  # sizes, widths, rates, latencies: far above any build
+            raise NvdlaSimError(f"{where}{path}: must be <= {MAX_FIELD}, got {v!r}")
 
     def power_of_two(path: str, v: int) -> None:
         positive(path, v)

@@ -4,17 +4,20 @@ process the kernel kills after minutes.
 
 The estimate counts the arrays a run holds at once, in float32 (4 bytes per element):
 
-- weights (conv / fully connected kernels) when they are arrays: values mode, or weights read
-  from a .npz file (timing-only runs use stand-ins of the right shapes that hold no memory:
-  `weights.stand_in_weights`), twice: the float32 array and the copy lowering stores in the
-  chosen precision;
+- the kernels of conv / fully connected layers the DLA runs: 16 bytes per weight in either mode,
+  what the lowering's quantisation holds at its peak (float32 temporaries and the stored copy;
+  measured 16.5 bytes per weight on a timing-only 256x4x4 -> 8192 fully connected layer, and
+  a 8192x4x4 -> 8192 one peaked at 16.8 GB);
+- the kernels of layers on the GPU fallback: 8 bytes per weight when they are arrays (values
+  mode, or weights from a .npz file; timing-only runs use stand-ins that hold no memory,
+  `weights.stand_in_weights`);
 - values mode: every tensor's float32 reference, plus the DLA's dequantised output of each,
   plus the input;
 - timing mode: the input image when one is read from a .npy file (activations are sized
   tokens, never data; no random image is drawn).
 
-It is a lower bound (no interpreter, engine or report overhead), so it refuses only runs that
-certainly cannot fit; what is left over is caught as MemoryError by the CLI and the sweep.
+It leaves out the interpreter, engine and report overhead, so it refuses only runs that cannot
+fit; what is left over is caught as MemoryError by the CLI and the sweep.
 """
 from __future__ import annotations
 
@@ -26,10 +29,17 @@ from ..errors import NvdlaSimError
 FLOAT_BYTES = 4
 
 
-def weight_elements(network: Network) -> int:
-    """Elements of every conv / fc kernel of `network` (without building them)."""
+DLA_WEIGHT_BYTES = 16             # per weight of a DLA layer, at the lowering's peak
+ARRAY_WEIGHT_BYTES = 8            # per weight held as float32 arrays (the weights and a copy)
+
+
+def weight_elements(network: Network, ops: set[str] | None = None) -> int:
+    """Elements of the conv / fc kernels of `network` (of the ops named in `ops`, default all),
+    without building them."""
     total = 0
     for op in network.ops:
+        if ops is not None and op.name not in ops:
+            continue
         x = network.shapes[op.inputs[0]]
         if op.kind == "conv":
             kh, kw = op.attrs["kernel"]
@@ -40,10 +50,15 @@ def weight_elements(network: Network) -> int:
 
 
 def memory_need_bytes(network: Network, values: bool, batch: int = 1,
-                      input_image: bool = True, weights: bool = True) -> dict[str, int]:
+                      input_image: bool = True, weights: bool = True,
+                      gpu_ops: set[str] | frozenset = frozenset()) -> dict[str, int]:
     """Bytes a run holds at once, by part ('weights', 'activations'); `input_image`: a timing
-    run holds the input (read from a .npy file); `weights`: the weights are arrays."""
-    weights = 2 * FLOAT_BYTES * weight_elements(network) if weights or values else 0
+    run holds the input (read from a .npy file); `weights`: the weights are arrays (values
+    mode, a .npz file); `gpu_ops`: the ops on the GPU fallback (the others run on the DLA)."""
+    all_elements = weight_elements(network)
+    gpu = weight_elements(network, set(gpu_ops)) if gpu_ops else 0
+    weights = DLA_WEIGHT_BYTES * (all_elements - gpu) \
+        + (ARRAY_WEIGHT_BYTES * gpu if weights or values else 0)
     if values:
         activations = 2 * FLOAT_BYTES * batch * sum(s.elements for s in network.shapes.values())
     else:
@@ -89,16 +104,17 @@ def gib(n: int) -> str:
 
 
 def check_memory(network: Network, values: bool, batch: int = 1, input_image: bool = True,
-                 weights: bool = True, available: int | None = None) -> None:
+                 weights: bool = True, gpu_ops: set[str] | frozenset = frozenset(),
+                 available: int | None = None) -> None:
     """Refuse a run whose arrays cannot fit in the memory left (one line, the sizes stated)."""
-    need = memory_need_bytes(network, values, batch, input_image, weights)
+    need = memory_need_bytes(network, values, batch, input_image, weights, gpu_ops)
     total = sum(need.values())
     available = available_memory_bytes() if available is None else available
     if available is None or total <= available:
         return
     mode = "values+timing" if values else "timing"
     raise NvdlaSimError(
-        f"network '{network.name}': a {mode} run needs at least {gib(total)} of memory (weights "
+        f"network '{network.name}': a {mode} run needs about {gib(total)} of memory (weights "
         f"{gib(need['weights'])}, {'activations' if values else 'input image'} "
         f"{gib(need['activations'])}) and {gib(available)} are available"
         + ("; mode: timing holds no activations" if values else ""))

@@ -25,6 +25,9 @@ import numpy as np
 
 from ..compiler.network import Network, Shape
 from ..compiler.support import MAX_DIM
+
+FLT_MAX = float(np.finfo(np.float32).max)
+FP16_MAX = 65504.0
 from ..errors import NvdlaSimError
 from .weights import Weights, batchnorm_affine
 
@@ -204,9 +207,14 @@ class _Importer:
                     lo = float(self.consts[ins[1]])
                 if len(ins) > 2 and ins[2] in self.consts:
                     hi = float(self.consts[ins[2]])
+                # +-inf and +-FLT_MAX are exporters' "no bound"; NaN and other bounds beyond
+                # FP16's range (which no precision's scale can hold) are refused
+                lo = None if lo is not None and lo <= -FLT_MAX else lo
+                hi = None if hi is not None and hi >= FLT_MAX else hi
                 for bound in (lo, hi):
-                    if bound is not None and not math.isfinite(bound):
-                        raise self.fail(node, f"bound {bound} is not a finite number")
+                    if bound is not None and not abs(bound) <= FP16_MAX:
+                        raise self.fail(node, f"bound {bound:g} is not a number within FP16's "
+                                              f"+-{FP16_MAX:g} (nor +-inf: no bound)")
                 if lo is not None and hi is not None and lo > hi:
                     raise self.fail(node, f"min {lo:g} exceeds max {hi:g}")
                 net.add("clip", out, ins[0], min=lo, max=hi)

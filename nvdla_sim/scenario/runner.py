@@ -137,11 +137,11 @@ def prepare(scn: Scenario) -> Prepared:
 
 def _prepare(scn: Scenario) -> Prepared:
     network, model_weights = build_network(scn)
-    check_memory(network, scn.values, getattr(scn, "batch", 1),   # before any array
-                 input_image=scn.values or scn.input.source == "npy",
-                 weights=scn.weights.source == "npz")
     support = check_support(network, scn.hardware, scn.dtype, scn.batch)   # (dla_rules)
     check_fallback(scn, network, support)
+    check_memory(network, scn.values, getattr(scn, "batch", 1),   # before any array
+                 input_image=scn.values or scn.input.source == "npy",
+                 weights=scn.weights.source == "npz", gpu_ops=set(support.fallback_ops))
     weights = network_weights(scn, network, model_weights)
     w = scn.weights
     weights = prune(network, weights, w.sparsity, w.pattern, w.seed)   # weights.sparsity
