@@ -285,3 +285,32 @@ def test_batch_through_the_api_with_a_gpu_layer_between_dla_layers(model_path, t
         (theirs,) = sess.run(None, {"x": x[i:i + 1]})
         np.testing.assert_allclose(out["reference"][i:i + 1], theirs, rtol=1e-3, atol=1e-5)
         assert sqnr_db(out["reference"][i], out["dla"][i]) > 20
+
+
+def test_ir3_zoo_model_through_the_cli_saves_outputs_and_round_trips(tmp_path, capsys):
+    """SqueezeNet from the onnx package with its weights also listed as graph inputs (IR 3),
+    `nvdla-sim run MODEL.onnx --int8` on nv_large: the saved float reference equals onnxruntime
+    on the same input, the saved DLA output is within the INT8 floor, and the saved scenario
+    runs again to the same totals."""
+    ort = pytest.importorskip("onnxruntime", reason="onnxruntime (a test dependency) is not installed")
+    from test_onnx_zoo import light, runner_input, with_random_weights
+    model = with_random_weights(light("squeezenet"), seed=3)
+    path = tmp_path / "squeezenet_ir3.onnx"
+    onnx.save(model, str(path))
+    net, _ = import_model(model, path.name)
+    x = runner_input(net)
+    np.save(tmp_path / "x.npy", x)
+    assert main(["run", str(path), "--hardware", "nv_large", "--int8", "--input", str(tmp_path / "x.npy"),
+                 "--out", str(tmp_path / "o1"), "--save-outputs", str(tmp_path / "npy"),
+                 "--save-scenario", str(tmp_path / "s.yaml")]) == 0
+    first = [line for line in capsys.readouterr().out.splitlines() if line.startswith("total:")]
+    name = model.graph.output[0].name
+    (theirs,) = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]) \
+        .run(None, {net.input_name: x})
+    ref = np.load(tmp_path / "npy" / f"{name}.reference.npy")
+    dla = np.load(tmp_path / "npy" / f"{name}.dla.npy")
+    np.testing.assert_allclose(ref.reshape(theirs.shape), theirs, rtol=1e-3, atol=1e-5)
+    assert sqnr_db(ref, dla) > 20
+    assert main(["run", str(tmp_path / "s.yaml"), "--out", str(tmp_path / "o2")]) == 0
+    again = [line for line in capsys.readouterr().out.splitlines() if line.startswith("total:")]
+    assert first and first == again
