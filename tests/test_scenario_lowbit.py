@@ -176,7 +176,7 @@ def test_probabilistic_weights_follow_the_seed():
         assert np.all((layer_w >= np.floor(exact)) & (layer_w <= np.ceil(exact)))
 
 
-def test_report_states_the_output_sqnr_and_the_what_if(tmp_path, capsys):
+def test_report_states_the_output_sqnr_and_the_what_if(tmp_path):
     import json
     from nvdla_sim.report.tables import format_console
     from nvdla_sim.scenario.runner import execute
