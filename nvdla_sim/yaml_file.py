@@ -10,9 +10,25 @@ import yaml
 from .errors import NvdlaSimError
 
 
+MAX_DEPTH = 100                        # nesting levels of a user's YAML (scenarios use < 10)
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that a key given twice in one mapping is an error naming the
-    key and its second line (PyYAML keeps the last value silently)."""
+    key and its second line (PyYAML keeps the last value silently), and nesting deeper than
+    MAX_DEPTH is an error at its line (before the parser's recursion runs out, and fast)."""
+
+    _depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested deeper than {MAX_DEPTH} levels", self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
