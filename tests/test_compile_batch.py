@@ -166,3 +166,23 @@ def test_batch_is_a_sweep_axis(tmp_path, capsys):
     capsys.readouterr()
     assert main(["sweep", str(tmp_path / "bad.yaml")]) == 2
     assert "grid.batch[0]: must be an image count in 1..32, got 0" in capsys.readouterr().err
+
+
+def test_only_fully_connected_and_1x1_layers_run_batched():
+    """A 3x3 convolution whose batch fits the CBUF still repeats per image (its short batched
+    stripes cost more than the weight traffic they save); a 1x1 convolution and an FC layer run
+    as one batched hardware layer, and their values equal single-image runs."""
+    net = {"input": [64, 6, 6], "layers": [
+        {"name": "k3", "type": "conv", "out_channels": 32, "kernel": 3, "pad": 1, "relu": True},
+        {"name": "k1", "type": "conv", "out_channels": 48, "kernel": 1, "relu": True},
+        {"name": "fc", "type": "fc", "out_features": 10}]}
+    prep = prepare(scenario(4, network=net))
+    ctx = context(prep)
+    batch = lower_and_run(prep.plan, ctx)
+    notes = {layer.name: " ".join(layer.notes) for layer in prep.plan.layers}
+    assert "repeated per image (a KxK kernel over an output map" in notes["k3"]
+    assert "BATCH_NUMBER" in notes["k1"] and "BATCH_NUMBER" in notes["fc"]
+    for i in range(4):
+        one = lower_and_run(prep.plan, replace(ctx, batch=1, input_int8=ctx.input_int8[i]))
+        for name, cube in one.outputs.items():
+            np.testing.assert_array_equal(batch.batch_outputs[i][name], cube, err_msg=name)

@@ -17,10 +17,11 @@ network, which runs on the engine; `lower_and_run` is the hook `scenario/runner.
 A batch (`ctx.batch` N > 1) runs N images through the same program: every buffer holds N cubes
 one *batch stride* apart (`Lowered.batch_strides`).  A direct convolution on feature input
 whose N input cubes fit the CBUF data banks beside its weights (no partial-height split, no
-fused PDP, no Winograd, no per-element SDP operand) is ONE hardware layer with BATCH_NUMBER =
-N - 1: the weights are fetched once and serve every image (in the networks, the fully
-connected layers).  Every other step is repeated image by image, layer by layer, with the
-weights placed once.
+fused PDP, no Winograd, no per-element SDP operand), and that is fully connected (1x1 output) or
+1x1, is ONE hardware layer with BATCH_NUMBER = N - 1: the weights are fetched once and serve
+every image.  (A KxK kernel over an output map loses more to the batch's short stripes than it
+saves in weight traffic; see batch_rule.)  Every other step is repeated image by image, layer by
+layer, with the weights placed once.
 
 A fused PDP that the hardware cannot feed on the fly (the convolution needs a CBUF partial-height
 split, or the pooled line is wider than the PDP line buffer) is *unfused*: the SDP writes a
@@ -434,6 +435,12 @@ def batch_rule(hw, group: list[HwLayer], buffers: dict[str, TensorPlacement],
         return "Winograd"
     if _operand_refs(layer):
         return "per-element SDP operand"
+    c = layer.conv
+    if (c.out_h, c.out_w) != (1, 1) and tuple(c.kernel) != (1, 1):
+        # A batched stripe holds a few output atoms of every image (BATCH_STRIPE_ATOMS), so a
+        # KxK kernel over a map re-walks its weights per short stripe: measured slower than one
+        # image at a time (SqueezeNet's 3x3 expands 1.3-1.8x per image at batch 8).
+        return "a KxK kernel over an output map: batched stripes cost more than they save"
     try:
         conv_cbuf_plan(hw, conv, _view(buffers, layer.inputs[0]), images)
     except NvdlaSimError:
