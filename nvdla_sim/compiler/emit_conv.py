@@ -93,11 +93,11 @@ def pixel_channels(channels: int) -> int | None:
 
 
 def image_placement(name: str, space: str, address: int, channels: int, height: int,
-                    width: int) -> TensorPlacement:
+                    width: int, line_align_bytes: int = IMAGE_LINE_ALIGN_BYTES) -> TensorPlacement:
     """A pitch-linear image: one 'surface' whose atom is the pixel (R8: 1 byte, A8B8G8R8: 4; a
     3-channel image leaves the alpha byte 0), lines 32-byte aligned."""
     bpp = PIXEL_FORMATS[pixel_channels(channels)][1]
-    line = align_up(width * bpp, IMAGE_LINE_ALIGN_BYTES)
+    line = align_up(width * bpp, line_align_bytes)    # 64 for Orin's kDLA_HWC4 (io_formats.py)
     return TensorPlacement(name, space, address, width, height, channels, bpp, line, line * height)
 
 

@@ -912,6 +912,8 @@ class LoweringContext:
     winograd: str = "off"              # auto / on: Winograd convolution (compiler/winograd.py)
     weight_compression: str = "off"    # auto: compress weights where that fetches fewer bytes
     batch: int = 1                     # images of one run; input_int8 is then (N, C, H, W)
+    input_format: str = "auto"         # network input / output layout (compiler/io_formats.py):
+    output_format: str = "auto"        # auto / dla_linear / dla_hwc4 / chw16 / chw32
 
 
 @dataclass

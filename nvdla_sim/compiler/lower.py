@@ -45,6 +45,7 @@ from ..progress_hook import follow as follow_progress
 from ..program import IntrNotify, RegisterProgram, RegWrite, SyncWait
 from .emit import ProgramBuilder, cube_image, read_output
 from .emit_cdp import emit_cdp
+from .io_formats import check_outputs, image_line_align
 from .emit_conv import ConvBatch, ConvLayer, conv_cbuf_plan, emit_conv, image_placement, \
     pixel_channels, place_weights
 from ..formats import pre_extend
@@ -181,7 +182,8 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
     if images > 1:
         return _place_batch(plan, ctx, alloc, groups, images, strides if strides is not None else {})
     life = _lifetimes(plan, groups)
-    image_root = plan.root(plan.network.input_name)[0] if image_input(plan) else None
+    line_align = image_line_align(plan, ctx, image_input(plan))     # input_format (io_formats)
+    image_root = plan.root(plan.network.input_name)[0] if line_align else None
     atom = ctx.hw.memory_atomic_bytes
     cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
         if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
@@ -194,9 +196,9 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
         atom_channels = dtype.elements_per_atom(atom)
         address = None
         if name == image_root:
-            probe = image_placement(name, DBB, 0, c, h, w)
+            probe = image_placement(name, DBB, 0, c, h, w, line_align)
             address = alloc.buffer(name, probe.size_bytes).address
-            buffers[name] = image_placement(name, DBB, address, c, h, w)
+            buffers[name] = image_placement(name, DBB, address, c, h, w, line_align)
             continue
         ph, pw = padded.get(name, (h, w))     # a Winograd layer writes whole 4x4 blocks
         if cvsram is not None:
@@ -230,7 +232,8 @@ def _place_batch(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
     """place_tensors for N images: each buffer N packed cubes, 32-byte aligned apart (the CDMA
     BATCH_STRIDE granularity, at least one whole cube as the C model requires)."""
     life = _lifetimes(plan, groups)
-    image_root = plan.root(plan.network.input_name)[0] if image_input(plan) else None
+    line_align = image_line_align(plan, ctx, image_input(plan))     # input_format (io_formats)
+    image_root = plan.root(plan.network.input_name)[0] if line_align else None
     atom = ctx.hw.memory_atomic_bytes
     cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
         if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
@@ -240,7 +243,7 @@ def _place_batch(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
         c, h, w = t.stored_channels, t.shape.h, t.shape.w
         dtype = plan.tensor_dtype(name)
         if name == image_root:
-            one = image_placement(name, DBB, 0, c, h, w)
+            one = image_placement(name, DBB, 0, c, h, w, line_align)
         else:
             surf = h * w * atom
             one = TensorPlacement(name, DBB, 0, w, h, c, atom, w * atom, surf, dtype)
@@ -500,9 +503,10 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
     groups = _steps_of(plan)
     strides: dict[str, int] = {}
     chosen = choose_conv_features(plan, ctx, plan.root(plan.network.input_name)[0]
-                                  if image_input(plan) else None,
+                                  if image_line_align(plan, ctx, image_input(plan)) else None,
                                   {g[0].name for g in groups if len(g) > 1})
     buffers = place_tensors(plan, ctx, alloc, groups, strides)
+    check_outputs(plan, ctx, buffers)                               # output_format (io_formats)
     n = ctx.batch
     if images:
         if ctx.input_int8 is None:

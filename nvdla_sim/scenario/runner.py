@@ -201,7 +201,8 @@ def context(prep: Prepared) -> LoweringContext:
                            scn.memory.cvsram_bytes, scn.values, x_int8,
                            gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,
                            scn.outputs.timeline, batch=scn.batch, winograd=scn.winograd,
-                           weight_compression=scn.weight_compression)
+                           weight_compression=scn.weight_compression,
+                           input_format=scn.input_format, output_format=scn.output_format)
 
 
 def dla_tensors(plan: HwPlan, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

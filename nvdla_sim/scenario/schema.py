@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compiler.network import Network, Shape
+from ..compiler.io_formats import CHOICES as IO_FORMATS
 from ..compiler.zoo import BUILTIN
 from ..config import HardwareConfig, load_hardware
 from ..datatype import BY_NAME, DataType
@@ -23,7 +24,7 @@ from ..yaml_file import read_yaml
 
 TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
               "quantization", "mode", "gpu_fallback", "outputs", "host", "batch",
-              "winograd", "weight_compression")
+              "winograd", "weight_compression", "input_format", "output_format")
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
@@ -124,6 +125,8 @@ class Scenario:
     batch: int = 1                     # images per inference, one register program (_batch)
     winograd: str = "off"              # auto / on / off (compiler/winograd.py); auto default where
     weight_compression: str = "off"    # the preset has the feature (_feature_mode)
+    input_format: str = "auto"         # auto / dla_linear / dla_hwc4 / chw16 / chw32: TensorRT's
+    output_format: str = "auto"        # DLA I/O formats (compiler/io_formats.py)
 
     @property
     def values(self) -> bool:
@@ -663,7 +666,9 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
         gpu_fallback=_bool(d, "gpu_fallback", "", True), outputs=_outputs(d.get("outputs"), name), raw=d,
         layer_precision=layer_precision, host=_host(d.get("host"), base), batch=_batch(d, hw),
         winograd=_feature_mode(d, "winograd", hw, "winograd"),
-        weight_compression=_feature_mode(d, "weight_compression", hw, "weight_compression"))
+        weight_compression=_feature_mode(d, "weight_compression", hw, "weight_compression"),
+        input_format=_choice(d, "input_format", "", IO_FORMATS, "auto"),
+        output_format=_choice(d, "output_format", "", IO_FORMATS, "auto"))
 
 
 def load_scenario(path: str | Path) -> Scenario:
