@@ -21,6 +21,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from nvdla_sim.cli import main  # noqa: E402
 from nvdla_sim.errors import NvdlaSimError  # noqa: E402
 from nvdla_sim.scenario.onnx_import import import_model  # noqa: E402
+from nvdla_sim.scenario.reference import run_reference  # noqa: E402
 from nvdla_sim.scenario.schema import MAX_DIM  # noqa: E402
 
 SEED = int(os.environ.get("NVDLA_FUZZ_SEED", "13"))
@@ -92,6 +93,9 @@ HOSTILE = [
      "node 'n0' (BatchNormalization): variance + epsilon must be > 0"),
     (node("BatchNormalization", ["x", "s", "b", "m", "v"], BN + [const("v", np.ones(2))],
           training_mode=1), "node 'n0' (BatchNormalization): training-mode"),
+    (node("BatchNormalization", ["x", "s", "b", "m", "v"], [const(n, np.ones(3)) for n in "sbmv"]),
+     "node 'n0' (BatchNormalization): scale, bias, mean and variance of [3, 3, 3, 3] values for "
+     "2 channels"),
     (model([helper.make_node("Conv", ["x", "w"], ["y"], name="conv0")],
            [const("w", np.full((4, 2, 3, 3), np.nan))]), "node 'conv0' (Conv): its weight holds NaN"),
     (model([helper.make_node("Conv", ["x", "w", "b"], ["y"], name="conv0")],
@@ -169,8 +173,11 @@ def _mutate(m, rng: random.Random):
         if rng.random() < 0.5 and arr.size:
             arr.reshape(-1)[rng.randrange(arr.size)] = rng.choice(FLOATS)
             t.CopyFrom(numpy_helper.from_array(arr, t.name))
-        else:
+        elif rng.random() < 0.5:
             t.dims[:] = [rng.choice([1, 2, 3, 4]) for _ in range(rng.choice([1, 2, 4]))]
+        else:                                  # a consistent tensor of another shape
+            shape = [rng.choice([1, 2, 3, 4]) for _ in range(rng.choice([1, 2, 4]))]
+            t.CopyFrom(numpy_helper.from_array(np.ones(shape, np.float32), t.name))
     else:
         n.attribute.append(helper.make_attribute(rng.choice(["foo", "dilations", "ceil_mode"]),
                                                  rng.choice([1, [2, 2]])))
@@ -192,6 +199,11 @@ def test_mutated_models_import_or_fail_cleanly():
             refused += 1
             continue
         accepted += 1
+        x = np.ones((net.input_shape.c, net.input_shape.h, net.input_shape.w), np.float32)
+        try:                                          # an accepted model runs
+            run_reference(net, w, x)
+        except NvdlaSimError:
+            pass
         for s in net.shapes.values():                 # what the importer promises
             assert 1 <= s.h <= MAX_DIM and 1 <= s.w <= MAX_DIM and s.c >= 1, (i, s)
         for params in w.values():

@@ -106,8 +106,8 @@ class _Importer:
         v = tuple(int(x) for x in a.get(key, default))
         if len(v) != len(default):
             raise self.fail(node, f"{key} {list(v)}: expected {len(default)} values (2-D only)")
-        if min(v) < minimum:
-            raise self.fail(node, f"{key} {list(v)}: every value must be >= {minimum}")
+        if min(v) < minimum or max(v) > MAX_DIM:
+            raise self.fail(node, f"{key} {list(v)}: every value must be in {minimum}..{MAX_DIM}")
         return v
 
     def src(self, name: str) -> str:
@@ -233,6 +233,11 @@ class _Importer:
                 gamma, beta, mean, var = (self.const(i) for i in ins[1:5])
                 if any(v is None for v in (gamma, beta, mean, var)):
                     raise self.fail(node, "scale, bias, mean and variance must be constants")
+                c = net.shapes[ins[0]].c
+                sizes = [int(np.asarray(v).size) for v in (gamma, beta, mean, var)]
+                if any(n != c for n in sizes):
+                    raise self.fail(node, f"scale, bias, mean and variance of {sizes} values for "
+                                          f"{c} channels")
                 eps = float(a.get("epsilon", 1e-5))
                 if np.any(np.asarray(var, np.float64) + eps <= 0):
                     raise self.fail(node, "variance + epsilon must be > 0 (a negative variance "
@@ -248,8 +253,8 @@ class _Importer:
                     raise self.fail(node, f"concatenation along axis {axis} (only channels, axis 1)")
                 net.add("concat", out, ins)
             elif op == "LRN":
-                if int(a["size"]) < 1:
-                    raise self.fail(node, f"size {a['size']}: must be >= 1")
+                if not 1 <= int(a["size"]) <= MAX_DIM:
+                    raise self.fail(node, f"size {a['size']}: must be in 1..{MAX_DIM}")
                 if not float(a.get("bias", 1.0)) > 0 or float(a.get("alpha", 1e-4)) < 0:
                     raise self.fail(node, "bias must be > 0 and alpha >= 0 (the base of the "
                                           "power must stay positive)")
@@ -292,7 +297,7 @@ class _Importer:
         self.net.conv(out, src, int(k), (int(r), int(s)), stride, pads, dil, group,
                       bias=b is not None)
         self.weights[out] = {"weight": w.astype(np.float32),
-                             "bias": (b if b is not None else np.zeros(k)).astype(np.float32)}
+                             "bias": (b.reshape(-1) if b is not None else np.zeros(k)).astype(np.float32)}
 
     def _pads(self, node, a, x: Shape, kernel, stride, dil) -> tuple[int, int, int, int]:
         auto = a.get("auto_pad", b"NOTSET")
