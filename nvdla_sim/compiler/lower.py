@@ -682,7 +682,7 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
     """Run a lowered network on one engine, step by step (see the module doc)."""
     plan = lowered.plan
     engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz, cvsram_memory=ctx.cvsram,
-                    compute_values=ctx.values)
+                    compute_values=ctx.values, record_transfers=ctx.timeline)
     follow_progress(engine)                 # nvdla-sim run --progress (progress_hook)
     from ..report.statistics import StatisticsTap, split_by_layer
     tap = StatisticsTap(engine) if ctx.values else None     # timing only: nothing is counted

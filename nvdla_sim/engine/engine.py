@@ -146,13 +146,15 @@ class Engine:
     def __init__(self, hw: HardwareConfig, memory: MemoryProfile | str = "rtl_testbench",
                  clock_mhz: float = 1000.0, timing: dict | None = None,
                  cvsram_memory: MemoryProfile | str | None = None, compute_values: bool = True,
-                 host="auto"):
+                 host="auto", record_transfers: bool = True):
         """`timing`: overrides of timing/params.yaml (section -> name -> value).
         `host`: a host profile (name, path, mapping or HostProfile) timing the layer changeovers;
         "auto" (default) the one the memory profile names, None none (sync_waits cost nothing).
         `cvsram_memory`: the CVIF's profile (default: the same as `memory`).
         `compute_values` False: timing only -- units skip their kernels and memory accesses and
-        memory images are not placed (the timing processes never depend on values)."""
+        memory images are not placed (the timing processes never depend on values).
+        `record_transfers` False: the memory interfaces keep no per-request transfer records
+        (timelines and VP layer reports read them; cycles, bytes and spans do not change)."""
         from ..timing import TimingModel
         from ..units import build_units   # units import the engine's channel helpers
         self.hw = hw
@@ -178,10 +180,10 @@ class Engine:
         outstanding = self.timing.params.dma.mcif_outstanding_reads
         self.mcif = MemoryInterface(self.env, "MCIF", self.memory_profile,
                                     hw.primary_memif.width_bytes, clock_mhz,
-                                    hw.primary_memif.max_burst, outstanding)
+                                    hw.primary_memif.max_burst, outstanding, record_transfers)
         self.cvif = MemoryInterface(self.env, "CVIF", cvsram_profile,
                                     hw.secondary_memif.width_bytes, clock_mhz,
-                                    hw.secondary_memif.max_burst, outstanding) \
+                                    hw.secondary_memif.max_burst, outstanding, record_transfers) \
             if hw.secondary_memif else None
         self.regmap = register_map(hw.nvdla_version)
         self.regs = RegisterFile(self.regmap)

@@ -134,7 +134,9 @@ class MemoryInterface:
 
     def __init__(self, env: simpy.Environment, name: str, profile: MemoryProfile, width_bytes: int,
                  clock_mhz: float = 1000.0, max_burst_beats: int | None = None,
-                 max_outstanding_reads: int | None = None):
+                 max_outstanding_reads: int | None = None, record_transfers: bool = True):
+        """`record_transfers` False: `transfers` stays empty (only timelines read it; a
+        timing-only ResNet-50 on nv_small books 800 k of them)."""
         self.env = env
         self.name = name
         self.profile = profile
@@ -156,6 +158,7 @@ class MemoryInterface:
         self.bytes_by_client: dict[str, dict[str, int]] = {}
         self._read_limit: dict[int | None, int] = {}    # client limit -> min of all read limits
         self.transfers: list[tuple[float, float, str, str, int]] = []   # start, end, client, dir, bytes
+        self._record = record_transfers
 
     def requests(self, nbytes: int) -> int:
         burst_bytes = self.width_bytes * self.burst_beats
@@ -230,7 +233,8 @@ class MemoryInterface:
         if per is None:
             per = self.bytes_by_client[client] = {"read": 0, "write": 0}
         per[direction] += nbytes
-        self.transfers.append((start, done + 1, client, direction, nbytes))
+        if self._record:
+            self.transfers.append((start, done + 1, client, direction, nbytes))
         spacing = (last_request - start) / (n_req - 1) if n_req > 1 else interval
         return Transfer(start, spacing, n_req, last_request + interval, first, last, done,
                         n_req * interval)
