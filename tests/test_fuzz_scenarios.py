@@ -154,9 +154,10 @@ def _paths(node, prefix=()):
             yield from _paths(v, prefix + (i,))
 
 
-def _mutate(rng: random.Random) -> dict:
+def _mutate(rng: random.Random, mode: str = "timing", most: int = 3) -> dict:
     scn = copy.deepcopy(BASE)
-    for _ in range(rng.randint(1, 3)):
+    scn["mode"] = mode
+    for _ in range(rng.randint(1, most)):
         paths = [p for p, _ in _paths(scn) if p]
         path = rng.choice(paths)
         node = scn
@@ -169,14 +170,16 @@ def _mutate(rng: random.Random) -> dict:
     return scn
 
 
-def test_mutated_scenarios_fail_cleanly_or_run(tmp_path):
-    """Each mutation parses and compiles, or fails with a one-line NvdlaSimError; nothing else
-    escapes.  Those that compile are checked for what the schema promises: finite numbers,
-    dimensions within NVDLA's limits."""
+@pytest.mark.parametrize("mode, count", [("timing", 150), ("values+timing", 60)])
+def test_mutated_scenarios_fail_cleanly_or_run(tmp_path, mode, count):
+    """Each mutation parses and compiles (values mode: with its float reference and
+    calibration), or fails with a one-line NvdlaSimError; nothing else escapes.  Those that
+    compile are checked for what the schema promises: finite numbers, dimensions within NVDLA's
+    limits."""
     rng = random.Random(SEED)
     accepted = refused = 0
-    for i in range(150 * ROUNDS):
-        scn = _mutate(rng)
+    for i in range(count * ROUNDS):
+        scn = _mutate(rng, mode, 3 if mode == "timing" else 1)
         try:
             parsed = parse_scenario(scn, tmp_path)
             prep = prepare(parsed)
