@@ -376,9 +376,27 @@ def cmd_sweep(args) -> int:
     return 1 if summary.errors else 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line usage error (the subcommands' parsers are of this class too)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {_one_line(message)} (see {self.prog} --help)\n")
+
+
+def _positive_int(text: str) -> int:
+    """argparse type of a count (--jobs, --batch): an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     from . import __version__
-    p = argparse.ArgumentParser(prog="nvdla-sim", description="A bit-exact, cycle-approximate "
+    p = _Parser(prog="nvdla-sim", description="A bit-exact, cycle-approximate "
                                 "simulator of the NVIDIA Deep Learning Accelerator.")
     p.add_argument("--version", action="version", version=f"nvdla-sim {__version__}",
                    help="print the version and exit")
@@ -449,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
                                               "(field input.npy; default a seeded random image)")
     s.add_argument("--weights-seed", type=int, help="seeded random weights instead of the model's "
                                                     "(field weights.seed)")
-    s.add_argument("--batch", type=int, metavar="N",
+    s.add_argument("--batch", type=_positive_int, metavar="N",
                    help="N images through one register program (field batch; 1..32 on hardware "
                         "with the batch feature, e.g. nv_full); --input then holds (N, C, H, W)")
     s.add_argument("--host", metavar="PROFILE",
@@ -478,7 +496,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     w = sub.add_parser("sweep", help="run a design-space sweep (SWEEP.yaml: a base scenario plus axes)")
     w.add_argument("sweep", help="sweep YAML (see docs/sweeps.md)")
-    w.add_argument("--jobs", type=int, help="points run at once (default: every core)")
+    w.add_argument("--jobs", type=_positive_int,
+                   help="points run at once (default: every core)")
     w.add_argument("--backend", choices=("local", "ray"), default="local",
                    help="local process pool (default) or Ray (pip install 'nvdla-sim[ray]')")
     w.add_argument("--ray-address", help="Ray cluster to use (default $RAY_ADDRESS, else a local "

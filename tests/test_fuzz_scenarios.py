@@ -353,3 +353,19 @@ def test_run_progress_follows_the_engine(tmp_path):
     assert lines and all(line.startswith("lenet: cycle ") for line in lines)
     last = int(lines[-1].split("cycle ")[1].split()[0].replace(",", ""))
     assert 0 < last <= report.total_cycles
+
+
+@pytest.mark.parametrize("argv", [
+    ["run"], ["bogus"], ["run", "s.yaml", "--mode", "fast"], ["run", "s.yaml", "--batch", "0"],
+    ["run", "s.yaml", "--batch", "x"], ["sweep", "w.yaml", "--jobs", "0"],
+    ["sweep", "w.yaml", "--jobs", "-3"], ["replay"], ["compile", "s.yaml", "--emit-format", "pdf"],
+    ["run", "s.yaml", "--progress", "--no-progress"],
+])
+def test_bad_flags_are_one_line(argv):
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+    lines = err.getvalue().splitlines()
+    assert exc.value.code == 2 and len(lines) == 1, err.getvalue()
+    assert lines[0].startswith("nvdla-sim") and ": error: " in lines[0]
