@@ -914,6 +914,7 @@ class LoweringContext:
     batch: int = 1                     # images of one run; input_int8 is then (N, C, H, W)
     input_format: str = "auto"         # network input / output layout (compiler/io_formats.py):
     output_format: str = "auto"        # auto / dla_linear / dla_hwc4 / chw16 / chw32
+    sparse_weights: bool = False       # mark 2:4 structured-sparsity convolutions (sparsity.py)
 
 
 @dataclass
