@@ -40,7 +40,7 @@ SCN = """
 name: %s_lenet
 hardware: %s
 clock_mhz: 1000
-memory: {dram_gbps: 10, dram_latency_ns: 100}
+memory: {dram_gbps: 10, dram_latency_ns: 100, cvsram_bytes: 0}
 network: %s
 precision: %s
 mode: timing

@@ -46,7 +46,6 @@ from ..program import IntrNotify, RegisterProgram, RegWrite, SyncWait
 from .emit import ProgramBuilder, cube_image, read_output
 from .emit_cdp import emit_cdp
 from .io_formats import check_outputs, image_line_align
-from .sparsity import sparsity_verdicts
 from .emit_conv import ConvBatch, ConvLayer, conv_cbuf_plan, emit_conv, image_placement, \
     pixel_channels, place_weights
 from ..formats import pre_extend
@@ -71,6 +70,8 @@ class Step:
     refetch: bool = False                               # CBUF partial-height split
     gpu: bool = False
     images: tuple[int, ...] = (0,)                      # images of a batch it runs (outputs: the first's)
+    allocated: list = field(default_factory=list)       # buffers its emission placed (weights,
+                                                        # operands, temporaries: subnetworks.py)
 
     @property
     def name(self) -> str:
@@ -508,10 +509,6 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
                                   {g[0].name for g in groups if len(g) > 1})
     buffers = place_tensors(plan, ctx, alloc, groups, strides)
     check_outputs(plan, ctx, buffers)                               # output_format (io_formats)
-    if ctx.sparse_weights:                  # 2:4 structured sparsity: a report mark per conv
-        image_root = next((p for p, q in buffers.items() if q.atom != hw.memory_atomic_bytes), None)
-        for v in sparsity_verdicts(plan, hw, image_root):
-            chosen.setdefault(v.layer, []).append(v.note())
     n = ctx.batch
     if images:
         if ctx.input_int8 is None:
@@ -524,6 +521,7 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
     steps: list[Step] = []
     weights: dict[str, Buffer] | None = {} if n > 1 else None
     for group in groups:
+        mark = len(alloc.placements)
         if n == 1:
             emitted = _emit_step(b, alloc, group, buffers, notes)
         elif (why := batch_rule(hw, group, buffers, n)) is None:
@@ -539,6 +537,8 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
                     emitted.append(step)
             if group[0].kind != "gpu":
                 notes.setdefault(group[0].name, []).append(f"batch: repeated per image ({why})")
+        if emitted:
+            emitted[0].allocated = alloc.placements[mark:]
         for step in emitted:
             if crc_checks and not step.gpu:
                 for _, p in step.outputs:

@@ -78,6 +78,8 @@ class Report:
     quantization: dict | None = None   # the sub-8-bit what-if's bits and rounding (quantization.py)
     batch: int = 1                     # images of the run: cycles, bytes, MACs and energy are
                                        # the whole batch's (its latency); fps is images/s
+    deployment: dict | None = None     # DLA presets: subnetworks, pools, precisions
+                                       # (compiler/subnetworks.py, docs/dla-deployment.md)
 
     @property
     def total_macs(self) -> int:
@@ -259,6 +261,8 @@ def format_console(rep: Report) -> str:
     lines += console_lines(rep)
     lines += host_lines(rep)
     lines += statistics_lines(rep)
+    from ..compiler.subnetworks import console_lines as deployment_lines
+    lines += deployment_lines(rep.deployment)
     return "\n".join(lines)
 
 

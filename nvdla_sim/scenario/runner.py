@@ -44,6 +44,7 @@ class Prepared:
     reference: dict[str, np.ndarray] | None = None      # float32 value of every tensor (a batch:
                                                         # each stacked (N, ...) over the images)
     calibration: Calibration | None = None
+    precisions: dict | None = None      # `precision: [int8, fp16]`: op -> (precision, why)
 
 
 def build_network(scn: Scenario) -> tuple[Network, Weights | None]:
@@ -135,9 +136,14 @@ def prepare(scn: Scenario) -> Prepared:
         raise type(exc)(f"{scn.path}: {exc}") from None
 
 
-def _prepare(scn: Scenario) -> Prepared:
+def _prepare(scn: Scenario, forced: dict[str, str] | None = None) -> Prepared:
     network, model_weights = build_network(scn)
     support = check_support(network, scn.hardware, scn.dtype, scn.batch)   # (dla_rules)
+    _force(support, forced)                 # a subnetwork above a memory pool (execute)
+    precisions = None
+    if scn.precision_flags:                 # INT8 where possible, FP16 otherwise
+        scn, precisions, support = mixed_precision(scn, network, support)
+        _force(support, forced)
     check_fallback(scn, network, support)
     check_memory(network, scn.values, getattr(scn, "batch", 1),   # before any array
                  input_image=scn.values or scn.input.source == "npy",
@@ -149,7 +155,7 @@ def _prepare(scn: Scenario) -> Prepared:
     # its shape is checked)
     x = make_input(scn, network) if scn.values or scn.input.source == "npy" else None
     plan = build_plan(network, weights, scn.hardware, support, scn.dtype, scn.layer_dtypes)
-    prep = Prepared(scn, network, weights, support, plan, x)
+    prep = Prepared(scn, network, weights, support, plan, x, precisions=precisions)
     if scn.values:
         prep.reference = batch_reference(network, weights, x) if scn.batch > 1 \
             else run_reference(network, weights, x)
@@ -198,12 +204,11 @@ def context(prep: Prepared) -> LoweringContext:
             scn.quantization)) if grid else quantize_tensor(x, t.scale, dtype)) for x in images]
         x_int8 = stored[0] if scn.batch == 1 else np.stack(stored)
     return LoweringContext(scn.hardware, scn.clock_mhz, scn.memory.dram, scn.memory.cvsram,
-                           scn.memory.cvsram_bytes, scn.values, x_int8,
+                           cvsram_capacity(scn), scn.values, x_int8,
                            gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,
                            scn.outputs.timeline, batch=scn.batch, winograd=scn.winograd,
                            weight_compression=scn.weight_compression,
-                           input_format=scn.input_format, output_format=scn.output_format,
-                           sparse_weights=scn.sparse_weights)
+                           input_format=scn.input_format, output_format=scn.output_format)
 
 
 def dla_tensors(plan: HwPlan, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -242,12 +247,101 @@ def batch_values(plan: HwPlan, result) -> dict[str, np.ndarray]:
     return {name: np.stack([v[name] for v in per_image]) for name in per_image[0]}
 
 
+def _force(support: SupportReport, forced: dict[str, str] | None) -> None:
+    for op, why in (forced or {}).items():
+        reasons = support.violations.setdefault(op, [])
+        if why not in reasons:
+            reasons.append(why)
+
+
+def mixed_precision(scn: Scenario, network: Network, support: SupportReport):
+    """`precision: [int8, fp16]` resolved (compiler/dla_rules.resolve_precisions): the scenario
+    in the one precision its program runs in, each op's precision and why, the support report
+    in that precision."""
+    from dataclasses import replace
+    from ..compiler.dla_rules import resolve_precisions
+    choice = resolve_precisions(network, support.on_dla, scn.layer_precision)
+    name = choice.dtype.name.lower()
+    for layer, p in scn.layer_precision.items():
+        if p != name:
+            first = next(op for op, (q, why) in choice.per_layer.items()
+                         if q == name and not why.startswith("INT8 possible"))
+            raise NvdlaSimError(f"precision.layers.{layer}: {p}, but '{first}' runs in {name} "
+                                f"({choice.per_layer[first][1]}) and a program has one element "
+                                "type (no INT8 <-> FP16 reformat is modelled)")
+    scn = replace(scn, precision=name)       # (overrides kept: all in that precision)
+    if name != "int8":
+        support = check_support(network, scn.hardware, scn.dtype, scn.batch)
+    return scn, choice.per_layer, support
+
+
+def scn_of(prep: Prepared) -> Scenario:
+    """The scenario as loaded (a mixed-precision run's scenario holds the resolved precision)."""
+    from dataclasses import replace
+    scn = prep.scenario
+    return replace(scn, precision="int8") if scn.precision_flags else scn
+
+
+def cvsram_capacity(scn: Scenario) -> int:
+    """CVSRAM bytes the compiler may place tensors in: on a DLA preset at most the managed-SRAM
+    pool (memory_pools.managed_sram)."""
+    pools = getattr(scn, "memory_pools", None)
+    if pools:
+        return min(scn.memory.cvsram_bytes, pools["managed_sram"])
+    return scn.memory.cvsram_bytes
+
+
+def deployment_of(prep: Prepared, lowered, result):
+    """The DLA deployment (compiler/subnetworks.Deployment) of a run, None off DLA presets."""
+    from ..compiler.dla_rules import dla_target
+    from ..compiler.subnetworks import deployment
+    scn = prep.scenario
+    target = dla_target(scn.hardware)
+    if target is None or not getattr(scn, "memory_pools", None):
+        return None
+    plan = prep.plan
+    precisions = {}
+    for row in plan.rows:
+        layers = plan.layers_of_row(row)
+        if all(layer.kind == "gpu" for layer in layers):
+            precisions[row] = ("gpu", "GPU fallback")
+        elif prep.precisions:
+            precisions[row] = prep.precisions[layers[-1].ops[-1]]
+        else:
+            dtype = plan.layer_dtype(layers[0]).name.lower()
+            named = any(o in scn.layer_precision for layer in layers for o in layer.ops)
+            precisions[row] = (dtype, "precision.layers" if named else "the scenario's precision")
+    try:
+        return deployment(lowered, target, scn.memory_pools, precisions, result)
+    except NvdlaSimError as exc:            # more loadables than a core holds
+        raise NvdlaSimError(f"{scn.path}: {exc}" if scn.path else str(exc)) from None
+
+
 def execute(prep: Prepared, out_dir: Path | None = None):
     """Lower and run the plan on the engine and write the report; returns the Report."""
     from ..report.tables import build_report, write_reports
-    result = lower_and_run(prep.plan, context(prep))
+    from ..compiler.lower import lower, run_lowered
+    from ..compiler.subnetworks import overflow
+    forced: dict[str, str] = {}
+    while True:
+        ctx = context(prep)
+        lowered = lower(prep.plan, ctx)
+        deploy = deployment_of(prep, lowered, None)     # pool / loadable errors before the run
+        over = overflow(deploy) if deploy is not None else None
+        if over is None:
+            break
+        sub, pool, message = over
+        if not prep.scenario.gpu_fallback:
+            where = f"{prep.scenario.path}: " if prep.scenario.path else ""
+            raise NvdlaSimError(f"{where}{message}")
+        ops = [o for layer in prep.plan.layers if layer.name in sub.layers for o in layer.ops]
+        forced.update({o: f"{message}: its layers run on the GPU" for o in ops})
+        prep = _prepare(scn_of(prep), forced)
+    result = run_lowered(lowered, ctx)
     values = batch_values(prep.plan, result) if prep.scenario.values else None
     report = build_report(prep, result, values)
+    if deploy is not None:
+        report.deployment = deployment_of(prep, lowered, result).to_json()
     write_reports(report, prep, result, out_dir or prep.scenario.outputs.directory)
     return report
 

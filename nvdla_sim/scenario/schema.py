@@ -14,7 +14,6 @@ from typing import Any
 
 from ..compiler.network import Network, Shape
 from ..compiler.io_formats import CHOICES as IO_FORMATS
-from ..compiler.sparsity import SPARSE_PRESETS
 from ..compiler.zoo import BUILTIN
 from ..config import HardwareConfig, load_hardware
 from ..datatype import BY_NAME, DataType
@@ -25,8 +24,7 @@ from ..yaml_file import read_yaml
 
 TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
               "quantization", "mode", "gpu_fallback", "outputs", "host", "batch",
-              "winograd", "weight_compression", "input_format", "output_format",
-              "sparse_weights")
+              "winograd", "weight_compression", "input_format", "output_format", "memory_pools")
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
@@ -127,9 +125,10 @@ class Scenario:
     batch: int = 1                     # images per inference, one register program (_batch)
     winograd: str = "off"              # auto / on / off (compiler/winograd.py); auto default where
     weight_compression: str = "off"    # the preset has the feature (_feature_mode)
+    precision_flags: tuple[str, ...] = ()   # `precision: [int8, fp16]` (compiler/dla_rules.py)
+    memory_pools: dict[str, int] | None = None   # DLA presets: pool -> bytes (_memory_pools)
     input_format: str = "auto"         # auto / dla_linear / dla_hwc4 / chw16 / chw32: TensorRT's
     output_format: str = "auto"        # DLA I/O formats (compiler/io_formats.py)
-    sparse_weights: bool = False       # TensorRT's kSPARSE_WEIGHTS: 2:4 marks (compiler/sparsity.py)
 
     @property
     def values(self) -> bool:
@@ -275,7 +274,10 @@ def _memory(value: Any, hw: HardwareConfig, clock_mhz: float) -> MemorySpec:
     default_latency_ns = float(base.read_latency_cycles)   # profile cycles are at 1 GHz
     dram_latency_ns = _number(d, "dram_latency_ns", "memory", default_latency_ns, minimum=0,
                               maximum=MAX_LATENCY_NS)
-    cvsram_bytes = _number(d, "cvsram_bytes", "memory", 0, minimum=0, integer=True,
+    from ..compiler.dla_rules import dla_target       # a DLA preset: its SRAM by default
+    target = dla_target(hw)
+    cvsram_bytes = _number(d, "cvsram_bytes", "memory", target.sram_bytes if target else 0,
+                           minimum=0, integer=True,
                            maximum=MAX_CVSRAM_BYTES, why="CVSRAM is an on-chip SRAM")
     cycles_per_ns = clock_mhz / 1000.0
     dram = replace(base, name=f"{base.name} {dram_gbps:g} GB/s", bandwidth_gbps=float(dram_gbps),
@@ -588,16 +590,44 @@ def _precision(value: Any, hw: HardwareConfig) -> str:
     return value
 
 
+def _precision_flags(value: Any, hw: HardwareConfig, where: str) -> tuple[str, tuple[str, ...]]:
+    """`[int8, fp16]` (TensorRT's --int8 --fp16: INT8 where possible, FP16 otherwise), or a
+    list of one precision; the precision the plan starts from and the flags."""
+    if not (isinstance(value, list) and value and all(isinstance(v, str) for v in value)):
+        raise FieldError(where, f"must be a precision or a list of them, got {value!r}")
+    flags = tuple(dict.fromkeys(_precision(v, hw) for v in value))
+    if len(flags) == 1:
+        return flags[0], ()
+    if set(flags) != {"int8", "fp16"}:
+        raise FieldError(where, f"a list of precisions must be [int8, fp16] (INT8 where "
+                                f"possible, FP16 otherwise), got {value!r}")
+    return "int8", ("int8", "fp16")
+
+
+def _flags_of(value: Any, hw: HardwareConfig) -> tuple[str, ...]:
+    """The precision flags of a valid `precision` field (() unless [int8, fp16])."""
+    if isinstance(value, dict):
+        value = value.get("default")
+    return _precision_flags(value, hw, "precision")[1] if isinstance(value, list) else ()
+
+
 def _precisions(value: Any, hw: HardwareConfig) -> tuple[str, dict[str, str]]:
     """`precision: P`, or `precision: {default: P, layers: {LAYER: P, ...}}`: layers in another
-    integer precision (the SDP of the layer before converts INT8 to INT16; FP16 does not mix)."""
+    integer precision (the SDP of the layer before converts INT8 to INT16; FP16 does not mix).
+    `[int8, fp16]` (also as `default`): see _precision_flags; the scenario's precision_flags."""
+    if isinstance(value, list):
+        return _precision_flags(value, hw, "precision")[0], {}
     if not isinstance(value, dict):
         return _precision(value, hw), {}
     d = _mapping(value, "precision", ("default", "layers"))
-    try:
-        default = _precision(d.get("default", "int8"), hw)
-    except FieldError as exc:
-        raise FieldError("precision.default", str(exc).split(": ", 1)[1]) from None
+    mixed = isinstance(d.get("default"), list)
+    if mixed:
+        default = _precision_flags(d["default"], hw, "precision.default")[0]
+    else:
+        try:
+            default = _precision(d.get("default", "int8"), hw)
+        except FieldError as exc:
+            raise FieldError("precision.default", str(exc).split(": ", 1)[1]) from None
     layers = d.get("layers") or {}
     if not isinstance(layers, dict) or not all(isinstance(k, str) for k in layers):
         raise FieldError("precision.layers", f"expected a mapping of layer names to precisions, "
@@ -608,7 +638,7 @@ def _precisions(value: Any, hw: HardwareConfig) -> tuple[str, dict[str, str]]:
             out[name] = _precision(p, hw)
         except FieldError as exc:
             raise FieldError(f"precision.layers.{name}", str(exc).split(": ", 1)[1]) from None
-        if (out[name] == "fp16") != (default == "fp16"):
+        if not mixed and (out[name] == "fp16") != (default == "fp16"):
             raise FieldError(f"precision.layers.{name}", f"{out[name]} does not mix with "
                              f"{default} layers (only INT8 and INT16 layers mix: the SDP converts "
                              "INT8 to INT16)")
@@ -647,6 +677,43 @@ def _batch(d: dict, hw: HardwareConfig) -> int:
     return n
 
 
+POOLS = ("managed_sram", "local_dram", "global_dram")
+_SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB)?\s*")
+_UNIT = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def _pool_size(v: Any, where: str) -> int:
+    """Bytes, or a string like `512KiB` / `1 MiB`; a power of two of at least 4 KiB (TensorRT:
+    'all DLA memory pools require sizes that are powers of 2, with a minimum of 4 KiB')."""
+    m = _SIZE.fullmatch(v) if isinstance(v, str) else None
+    if m is not None:
+        n = float(m.group(1)) * _UNIT[m.group(2)]
+        v = int(n) if n.is_integer() else n
+    check_number(v, where, minimum=0, integer=True, maximum=1 << 40)
+    if v < 4096 or v & (v - 1):
+        raise FieldError(where, f"a DLA memory pool must be a power of two of at least 4 KiB, "
+                                f"got {v!r}")
+    return v
+
+
+def _memory_pools(value: Any, hw: HardwareConfig) -> dict[str, int] | None:
+    """`memory_pools: {managed_sram: 1MiB, local_dram: 1GiB, global_dram: 512MiB}` on a DLA
+    preset, defaults from compiler/dla_rules.DLA_TARGETS; None on other presets."""
+    from ..compiler.dla_rules import dla_target
+    target = dla_target(hw)
+    if target is None:
+        if value is not None:
+            raise FieldError("memory_pools", f"{hw.name} is not a DLA preset (xavier_dla, "
+                                             "orin_dla); drop memory_pools")
+        return None
+    d = _mapping(value, "memory_pools", POOLS)
+    pools = {"managed_sram": target.managed_sram_default,
+             "local_dram": target.local_dram_default, "global_dram": target.global_dram_default}
+    for key in d:
+        pools[key] = _pool_size(d[key], f"memory_pools.{key}")
+    return pools
+
+
 def _sparse_weights(d: dict, hw: HardwareConfig) -> bool:
     """`sparse_weights: true`: structured sparsity, an Orin-class preset only."""
     on = _bool(d, "sparse_weights", "", False)
@@ -670,6 +737,7 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
     memory = _memory(d.get("memory"), hw, clock)
     network = _network(d.get("network"), base)
     precision, layer_precision = _precisions(d.get("precision", "int8"), hw)
+    flags = _flags_of(d.get("precision"), hw)
     return Scenario(
         path=None, name=name, hardware=hw, clock_mhz=clock, memory=memory, network=network,
         precision=precision, input=_input(d.get("input"), base),
@@ -679,9 +747,9 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
         layer_precision=layer_precision, host=_host(d.get("host"), base), batch=_batch(d, hw),
         winograd=_feature_mode(d, "winograd", hw, "winograd"),
         weight_compression=_feature_mode(d, "weight_compression", hw, "weight_compression"),
+        precision_flags=flags, memory_pools=_memory_pools(d.get("memory_pools"), hw),
         input_format=_choice(d, "input_format", "", IO_FORMATS, "auto"),
-        output_format=_choice(d, "output_format", "", IO_FORMATS, "auto"),
-        sparse_weights=_sparse_weights(d, hw))
+        output_format=_choice(d, "output_format", "", IO_FORMATS, "auto"))
 
 
 def load_scenario(path: str | Path) -> Scenario:
