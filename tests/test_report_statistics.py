@@ -270,11 +270,12 @@ def test_cdp_lut_counters_of_a_relu_lrn_layer(tmp_path):
 
 
 def test_batch_statistics_cover_every_image(tmp_path):
-    """batch 2 (nv_large): the LUT lookups of each hardware layer are those of both images."""
+    """batch 2 (nv_full; nv_large has no batch): the LUT lookups of each hardware layer are
+    those of both images."""
     net = {"input": [32, 6, 6], "layers": [
         {"name": "c1", "type": "conv", "out_channels": 32, "kernel": 1},
         {"name": "sg", "type": "sigmoid"}]}
-    _, rep, _ = _run(_scenario(tmp_path, "nv_large", net, batch=2), tmp_path)
+    _, rep, _ = _run(_scenario(tmp_path, "nv_full", net, batch=2), tmp_path)
     unit, counts = lut_counts(rep.rows[0].statistics)
     assert counts["hybrid"] + counts["uflow"] + counts["oflow"] == 2 * 32 * 6 * 6
     assert rep.rows[0].luts[0]["lookups"] == 2 * 32 * 6 * 6
