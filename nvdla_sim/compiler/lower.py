@@ -46,6 +46,7 @@ from ..program import IntrNotify, RegisterProgram, RegWrite, SyncWait
 from .emit import ProgramBuilder, cube_image, read_output
 from .emit_cdp import emit_cdp
 from .io_formats import check_outputs, image_line_align
+from .sparsity import sparsity_verdicts
 from .emit_conv import ConvBatch, ConvLayer, conv_cbuf_plan, emit_conv, image_placement, \
     pixel_channels, place_weights
 from ..formats import pre_extend
@@ -509,6 +510,10 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
                                   {g[0].name for g in groups if len(g) > 1})
     buffers = place_tensors(plan, ctx, alloc, groups, strides)
     check_outputs(plan, ctx, buffers)                               # output_format (io_formats)
+    if ctx.sparse_weights:                  # 2:4 structured sparsity: a report mark per conv
+        image_root = next((p for p, q in buffers.items() if q.atom != hw.memory_atomic_bytes), None)
+        for v in sparsity_verdicts(plan, hw, image_root):
+            chosen.setdefault(v.layer, []).append(v.note())
     n = ctx.batch
     if images:
         if ctx.input_int8 is None:

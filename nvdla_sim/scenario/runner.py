@@ -208,7 +208,8 @@ def context(prep: Prepared) -> LoweringContext:
                            gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,
                            scn.outputs.timeline, batch=scn.batch, winograd=scn.winograd,
                            weight_compression=scn.weight_compression,
-                           input_format=scn.input_format, output_format=scn.output_format)
+                           input_format=scn.input_format, output_format=scn.output_format,
+                           sparse_weights=scn.sparse_weights)
 
 
 def dla_tensors(plan: HwPlan, outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..compiler.network import Network, Shape
 from ..compiler.io_formats import CHOICES as IO_FORMATS
+from ..compiler.sparsity import SPARSE_PRESETS
 from ..compiler.zoo import BUILTIN
 from ..config import HardwareConfig, load_hardware
 from ..datatype import BY_NAME, DataType
@@ -24,7 +25,8 @@ from ..yaml_file import read_yaml
 
 TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
               "quantization", "mode", "gpu_fallback", "outputs", "host", "batch",
-              "winograd", "weight_compression", "input_format", "output_format", "memory_pools")
+              "winograd", "weight_compression", "input_format", "output_format", "memory_pools",
+              "sparse_weights")
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
@@ -129,6 +131,7 @@ class Scenario:
     memory_pools: dict[str, int] | None = None   # DLA presets: pool -> bytes (_memory_pools)
     input_format: str = "auto"         # auto / dla_linear / dla_hwc4 / chw16 / chw32: TensorRT's
     output_format: str = "auto"        # DLA I/O formats (compiler/io_formats.py)
+    sparse_weights: bool = False       # TensorRT's kSPARSE_WEIGHTS: 2:4 marks (compiler/sparsity.py)
 
     @property
     def values(self) -> bool:
@@ -677,6 +680,15 @@ def _batch(d: dict, hw: HardwareConfig) -> int:
     return n
 
 
+def _sparse_weights(d: dict, hw: HardwareConfig) -> bool:
+    """`sparse_weights: true`: structured sparsity, an Orin-class preset only."""
+    on = _bool(d, "sparse_weights", "", False)
+    if on and hw.name not in SPARSE_PRESETS:
+        raise FieldError("sparse_weights", f"structured sparsity is an Orin DLA feature, the "
+                         f"preset is {hw.name} (use orin_dla) [rule sparsity.orin_only]")
+    return on
+
+
 POOLS = ("managed_sram", "local_dram", "global_dram")
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB)?\s*")
 _UNIT = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
@@ -749,7 +761,8 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
         weight_compression=_feature_mode(d, "weight_compression", hw, "weight_compression"),
         precision_flags=flags, memory_pools=_memory_pools(d.get("memory_pools"), hw),
         input_format=_choice(d, "input_format", "", IO_FORMATS, "auto"),
-        output_format=_choice(d, "output_format", "", IO_FORMATS, "auto"))
+        output_format=_choice(d, "output_format", "", IO_FORMATS, "auto"),
+        sparse_weights=_sparse_weights(d, hw))
 
 
 def load_scenario(path: str | Path) -> Scenario:
