@@ -278,6 +278,7 @@ def cmd_run(args) -> int:
 
 
 def cmd_compile(args) -> int:
+    from .config import replay_options
     from .report.tables import build_report, format_console
     from .scenario.runner import context, prepare
     from .scenario.schema import load_scenario
@@ -298,12 +299,12 @@ def cmd_compile(args) -> int:
     if args.emit_cfg and vp:
         path = _emit_vp(prep, args.emit_cfg / scn.name, scn.name)
         print(f"{path}: VP capture form, no data (replay: nvdla-sim replay {path.parent} "
-              f"--project {scn.hardware.name})")
+              f"{replay_options(scn.hardware, path.parent)})")
     elif args.emit_cfg:
         from .compiler.lower import emit_summary, emit_trace
         path, result = emit_trace(prep.plan, context(prep), args.emit_cfg, scn.name,
                                   scn.memory.dram, args.emit_format)
-        print(emit_summary(path, result, scn.hardware.name))
+        print(emit_summary(path, result, replay_options(scn.hardware, Path(path).parent)))
     return 0
 
 

@@ -68,7 +68,7 @@ def test_emit_summary_counts_dump_mem_on_nv_full(tmp_path):
         prep = prepare(scn)
     path, result = emit_trace(prep.plan, context(prep), tmp_path, "t")
     dumps = [line for line in path.read_text().splitlines() if line.startswith("dump_mem")]
-    line = emit_summary(path, result, "nv_full")
+    line = emit_summary(path, result, "--project nv_full")
     assert f"{len(dumps)} dump_mem golden images" in line and len(dumps) == 4
     assert "check_crc" not in line
 
@@ -79,5 +79,16 @@ def test_emit_summary_counts_check_crc_on_v2(tmp_path):
         prep = prepare(scn)
     path, result = emit_trace(prep.plan, context(prep), tmp_path, "t")
     crcs = [line for line in path.read_text().splitlines() if "check_crc" in line]
-    assert emit_summary(path, result, "nv_small").startswith(
+    assert emit_summary(path, result, "--project nv_small").startswith(
         f"{path}: {len(crcs)} check_crc values from the simulator")
+
+
+def test_replay_hint_names_a_config_with_the_scenarios_overrides(tmp_path):
+    """A scenario whose hardware differs from its preset (clock gating on) is replayed with a
+    written --hw-config, not --project, and that file loads back to the same configuration."""
+    from nvdla_sim.config import load_hardware, replay_options
+    gated = load_hardware({"preset": "nv_small", "clock_gating": True})
+    assert replay_options(load_hardware("nv_small"), tmp_path) == "--project nv_small"
+    hint = replay_options(gated, tmp_path)
+    assert hint == f"--hw-config {tmp_path / 'hardware.yaml'}"
+    assert load_hardware(tmp_path / "hardware.yaml") == gated

@@ -819,16 +819,16 @@ def emit_trace(plan: HwPlan, ctx: LoweringContext, folder: Path | str, name: str
     return path, result
 
 
-def emit_summary(path: Path, result, project: str) -> str:
+def emit_summary(path: Path, result, replay_options: str) -> str:
     """The line `compile --emit-cfg` prints about a written trace: how many checks it holds (v2
     check_crc values, v1 dump_mem golden images, both from the simulator's run), its cycles and
-    how to replay it."""
+    how to replay it (`replay_options`: config.replay_options)."""
     counts = {kind: sum(c.kind == kind for c in result.checks) for kind in ("crc", "dump_mem")}
     checks = [f"{counts['crc']} check_crc values"] if counts["crc"] or not counts["dump_mem"] else []
     if counts["dump_mem"]:
         checks.append(f"{counts['dump_mem']} dump_mem golden images")
     return (f"{path}: {' and '.join(checks)} from the simulator, {result.cycles:.0f} cycles "
-            f"(replay: nvdla-sim replay {Path(path).parent} --project {project})")
+            f"(replay: nvdla-sim replay {Path(path).parent} {replay_options})")
 
 
 def _trailing_gpu(plan: HwPlan) -> list[HwLayer]:

@@ -243,3 +243,19 @@ def load_hardware(spec: str | Path | dict, overrides: dict | None = None) -> Har
         raise NvdlaSimError(f"{where}invalid configuration: {exc}") from None
     _check(cfg, where)
     return cfg
+
+
+def replay_options(cfg: HardwareConfig, folder: Path) -> str:
+    """The `nvdla-sim replay` option that names `cfg`: `--project NAME` when it is the preset
+    itself, else `--hw-config FOLDER/hardware.yaml`, written here (overrides such as
+    `clock_gating: true` or a smaller CBUF would be lost on the preset)."""
+    if cfg.name in preset_names() and load_hardware(cfg.name) == cfg:
+        return f"--project {cfg.name}"
+    import yaml
+    from dataclasses import asdict
+    data = asdict(cfg)
+    data["data_types"] = list(cfg.data_types)
+    path = Path(folder) / "hardware.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return f"--hw-config {path}"
