@@ -154,3 +154,25 @@ def test_at_most_16_loadables_per_core(tmp_path):
     with pytest.raises(NvdlaSimError, match=r"17 DLA subnetworks \(loadables\) on one core, at "
                                             r"most 16 \[rule general.loadables\]"):
         run(scenario(tmp_path, chain(17), shape=(8, 4, 4), mode="timing"))
+
+
+def test_larger_managed_sram_is_faster(tmp_path):
+    """The managed-SRAM pool as a sweep axis (`memory_pools.managed_sram`): ResNet-50's tensors
+    that fit it leave DRAM, so the run moves fewer DRAM bytes and takes fewer cycles."""
+    from nvdla_sim.sweep.spec import load_sweep
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text(yaml.safe_dump({
+        "base": {"hardware": "xavier_dla", "network": "resnet50", "mode": "timing",
+                 "memory": {"dram_gbps": 20}},
+        "grid": {"memory_pools.managed_sram": [4096, 1 << 20]}}))
+    points = load_sweep(spec).points
+    reps = []
+    for p in points:
+        scn = parse_scenario(p.scenario, tmp_path)
+        scn.outputs.formats, scn.outputs.plots = (), False
+        reps.append(run(scn))
+    small, large = reps
+    assert small.deployment["pool_limits"]["managed_sram"] == 4096
+    assert large.deployment["subnetworks"][0]["pools"]["managed_sram"] > 4096
+    assert large.total_dram_bytes < small.total_dram_bytes
+    assert large.total_cycles < small.total_cycles
