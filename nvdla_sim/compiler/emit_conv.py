@@ -62,6 +62,7 @@ class ConvLayer:
     image: bool = False                     # input is a pitch-linear image (see image_placement)
     winograd: object = None                 # compiler.winograd.WinogradPlan: run in Winograd mode
     compress: bool = False                  # sparse-compressed weights (WMB / WGS surfaces)
+    post_extension: int = 1                 # image input: kernel rows per atomic operation (1/2/4)
 
     @property
     def kernels(self) -> int:
@@ -99,6 +100,38 @@ def image_placement(name: str, space: str, address: int, channels: int, height: 
     bpp = PIXEL_FORMATS[pixel_channels(channels)][1]
     line = align_up(width * bpp, line_align_bytes)    # 64 for Orin's kDLA_HWC4 (io_formats.py)
     return TensorPlacement(name, space, address, width, height, channels, bpp, line, line * height)
+
+
+# Channel post-extension (data-format document; CSC D_POST_Y_EXTENSION): the CSC puts 2 or 4
+# kernel rows of pre-extended channels side by side in one atomic operation, so a kernel of R rows
+# takes ceil(R / rows) packages per output stripe instead of R.  It needs each row's S * C_pixel
+# channels to fit ATOMIC_C / rows lanes, no dilation (the CSC reads rows j*rows .. j*rows+rows-1 of
+# the input, C model csc) and uncompressed weights (the layout interleaves the rows of a group's
+# kernels, while compression packs each kernel's bytes alone).
+Y_EXTENSION_CODE = {1: 0, 2: 1, 4: 2}
+
+
+def post_extension_rows(hw: HardwareConfig, kernel: tuple[int, int], c_pixel: int,
+                        dilation: tuple[int, int], compress: bool) -> tuple[int, str | None]:
+    """The kernel rows per atomic operation an image-input convolution can use (4, 2 or 1) and,
+    for 1, why not."""
+    r, s = kernel
+    if r == 1:
+        return 1, "a kernel one row high"
+    if tuple(dilation) != (1, 1):
+        return 1, "dilation"
+    if compress:
+        return 1, "compressed weights"
+    for rows in (4, 2):
+        if rows // 2 < r and s * c_pixel * rows <= hw.atomic_c:   # 4 rows only for R > 2
+            return rows, None
+    return 1, (f"{s} columns x {c_pixel} channels exceed {hw.atomic_c // 2} of the "
+               f"{hw.atomic_c} ATOMIC_C lanes")
+
+
+def geo_kernel(layer: "ConvLayer") -> tuple[int, int]:
+    """(R, S) of the layer's original kernel."""
+    return tuple(np.shape(layer.weights)[2:4])
 
 
 def image_entry_per_slice(hw: HardwareConfig, padded_width: int, bytes_per_pixel: int) -> int:
@@ -352,7 +385,7 @@ def write_conv(b: ProgramBuilder, geo: ConvGeometry, layer: ConvLayer, plan: Cbu
     b.reg("CSC", "D_DATAIN_SIZE_EXT_0", DATAIN_WIDTH_EXT=ext_w - 1, DATAIN_HEIGHT_EXT=ext_h - 1)
     b.reg("CSC", "D_DATAIN_SIZE_EXT_1", DATAIN_CHANNEL_EXT=ext_c - 1)
     b.reg("CSC", "D_BATCH_NUMBER", BATCHES=batches)
-    b.reg("CSC", "D_POST_Y_EXTENSION", Y_EXTENSION=0)
+    b.reg("CSC", "D_POST_Y_EXTENSION", Y_EXTENSION=Y_EXTENSION_CODE[layer.post_extension])
     b.reg("CSC", "D_ENTRY_PER_SLICE", ENTRIES=plan.entry_per_slice - 1)
     b.reg("CSC", "D_WEIGHT_FORMAT", WEIGHT_FORMAT=weight_format)
     b.reg("CSC", "D_WEIGHT_SIZE_EXT_0", WEIGHT_WIDTH_EXT=geo.s - 1, WEIGHT_HEIGHT_EXT=geo.r - 1)
@@ -478,6 +511,10 @@ def _weight_image(hw: HardwareConfig, layer: ConvLayer) -> np.ndarray:
     dtype = layer.dtype
     if layer.winograd is not None:
         return layer.winograd.packed.image
+    if layer.post_extension > 1:         # `layer.weights` already pre-extended: (K, S*C_pixel, R, 1)
+        return formats.pack_image_weights(layer.weights, layer.weights.shape[1], dtype,
+                                          layer.post_extension, hw.atomic_c,
+                                          kernel_group(hw, dtype))
     return formats.pack_direct_weights(layer.weights, dtype, hw.atomic_c,
                                        kernel_group(hw, dtype))      # padded to 128 bytes
 
@@ -575,6 +612,12 @@ def emit_conv(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer, src: Tensor
     hardware layer (feature input, no fused PDP).  Returns the completion sync id of each
     hardware layer."""
     geo = _check(layer, src, dst)
+    if layer.post_extension != 1:
+        rows, why = (1, "not an image input") if not layer.image else post_extension_rows(
+            b.hw, geo_kernel(layer), pixel_channels(src.channels), layer.dilation, layer.compress)
+        if layer.post_extension not in (rows, 2) or (rows == 1):
+            raise NvdlaSimError(f"{layer.name}: {layer.post_extension}-line post-extension "
+                                f"impossible ({why or f'at most {rows} lines'})")
     wino = layer.winograd
     if wino is not None:
         if pdp is not None or batch is not None:

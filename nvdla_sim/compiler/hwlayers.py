@@ -911,6 +911,7 @@ class LoweringContext:
     timeline: bool = False             # keep the engine's activity log for the timeline plot
     winograd: str = "off"              # auto / on: Winograd convolution (compiler/winograd.py)
     weight_compression: str = "off"    # auto: compress weights where that fetches fewer bytes
+    post_extension: str = "off"        # auto / on: image first layer's channel post-extension
     batch: int = 1                     # images of one run; input_int8 is then (N, C, H, W)
     input_format: str = "auto"         # network input / output layout (compiler/io_formats.py):
     output_format: str = "auto"        # auto / dla_linear / dla_hwc4 / chw16 / chw32

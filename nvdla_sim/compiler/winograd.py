@@ -204,6 +204,11 @@ def mac_cycles(hw: HardwareConfig, layer, conv, wino: WinogradPlan | None) -> fl
     c = layer.conv
     k, ch = np.shape(conv.weights)[:2]
     groups = -(-k // formats.kernel_group(hw.atomic_k, conv.dtype))
+    if wino is None and getattr(conv, "image", False):   # pre-extended: S*C_pixel channels, S 1
+        from .emit_conv import pixel_channels
+        rows = getattr(conv, "post_extension", 1)          # rows per package (post-extension)
+        lanes = c.kernel[1] * pixel_channels(ch) * rows
+        return groups * -(-lanes // hw.atomic_c) * -(-c.kernel[0] // rows) * c.out_h * c.out_w
     if wino is None:
         return groups * -(-ch // hw.atomic_c) * c.kernel[0] * c.kernel[1] * c.out_h * c.out_w
     return groups * -(-wino.ext_channels // hw.atomic_c) * 4 * wino.out_h * wino.out_w
@@ -232,6 +237,25 @@ def roofline_cycles(hw: HardwareConfig, dram_bytes_per_cycle: float | None, laye
     mem = (in_bytes + out_bytes + wt_bytes) / dram_bytes_per_cycle if dram_bytes_per_cycle \
         else 0.0
     return max(mac, mem)
+
+
+def _choose_post_extension(hw: HardwareConfig, layer, conv, src, mode: str) -> int:
+    """Kernel rows per atomic operation of an image-input layer (emit_conv.post_extension_rows),
+    1 when it cannot be used (`on`: an error saying why) or its CBUF plan does not fit."""
+    from .emit_conv import conv_cbuf_plan, pixel_channels, post_extension_rows
+    from ..errors import NvdlaSimError
+    c = layer.conv
+    rows, why = post_extension_rows(hw, tuple(c.kernel), pixel_channels(c.in_channels),
+                                    tuple(c.dilation), False)
+    if rows > 1:
+        try:
+            conv_cbuf_plan(hw, replace(conv, post_extension=rows), src)
+        except NvdlaSimError as exc:
+            rows, why = 1, str(exc)
+    if rows == 1 and mode == "on":
+        raise NvdlaSimError(f"post_extension: on: layer {layer.name} cannot use channel "
+                            f"post-extension ({why}); use auto or off")
+    return rows
 
 
 def _feature_src(hw: HardwareConfig, dtype: DataType, channels: int, height: int, width: int):
@@ -301,7 +325,20 @@ def choose_conv_features(plan, ctx, image_root: str | None, fused: set[str]) -> 
                                 f"{mac_cycles(hw, layer, conv, None):.0f} direct)")
                 else:
                     mine.append(f"direct (Winograd: {why})")
-        if getattr(ctx, "weight_compression", "off") == "auto" and hw.features.weight_compression:
+        post = getattr(ctx, "post_extension", "off")
+        if image and post in ("auto", "on"):
+            rows = _choose_post_extension(hw, layer, conv, src, post)
+            if rows > 1:
+                layer.lowering["post_extension"] = rows
+                conv = replace(conv, post_extension=rows)
+                r = c.kernel[0]
+                mine.append(f"{rows}-line post-extension ({-(-r // rows)} kernel-row packages "
+                            f"per stripe instead of {r}: {mac_cycles(hw, layer, conv, None):.0f} "
+                            f"MAC cycles at full use, "
+                            f"{mac_cycles(hw, layer, replace(conv, post_extension=1), None):.0f} "
+                            "without)")
+        if getattr(ctx, "weight_compression", "off") == "auto" and hw.features.weight_compression \
+                and conv.post_extension == 1:
             shaped = replace(conv, weights=pre_extend(conv.weights, pixel_channels(src.channels))) \
                 if image else conv
             elements, _ = basic_weights(hw, shaped)

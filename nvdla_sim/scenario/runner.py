@@ -208,6 +208,7 @@ def context(prep: Prepared) -> LoweringContext:
                            gpu_fallback_fn(prep.plan, prep.weights) if scn.values else None,
                            scn.outputs.timeline, batch=scn.batch, winograd=scn.winograd,
                            weight_compression=scn.weight_compression,
+                           post_extension=getattr(scn, "post_extension", "off"),
                            input_format=scn.input_format, output_format=scn.output_format,
                            sparse_weights=scn.sparse_weights)
 

@@ -26,7 +26,8 @@ from ..yaml_file import read_yaml
 TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision", "input", "weights",
               "quantization", "mode", "gpu_fallback", "outputs", "host", "batch",
               "winograd", "weight_compression", "input_format", "output_format", "memory_pools",
-              "sparse_weights")
+              "sparse_weights",
+              "post_extension")
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
@@ -127,6 +128,7 @@ class Scenario:
     batch: int = 1                     # images per inference, one register program (_batch)
     winograd: str = "off"              # auto / on / off (compiler/winograd.py); auto default where
     weight_compression: str = "off"    # the preset has the feature (_feature_mode)
+    post_extension: str = "off"        # auto / on / off: image first layer (_post_extension)
     precision_flags: tuple[str, ...] = ()   # `precision: [int8, fp16]` (compiler/dla_rules.py)
     memory_pools: dict[str, int] | None = None   # DLA presets: pool -> bytes (_memory_pools)
     input_format: str = "auto"         # auto / dla_linear / dla_hwc4 / chw16 / chw32: TensorRT's
@@ -669,6 +671,17 @@ def _feature_mode(d: dict, key: str, hw: HardwareConfig, flag: str) -> str:
     return mode
 
 
+def _post_extension(d: dict, hw: HardwareConfig) -> str:
+    """`post_extension`: channel post-extension of an image-input first layer (CSC
+    D_POST_Y_EXTENSION): auto (the default on the presets with the full convolution core's
+    features, as Winograd: nv_full, Xavier, Orin) uses it where the layer allows it, on also
+    (an error naming the layer where it cannot), off never."""
+    if isinstance(d.get("post_extension"), bool):     # YAML 1.1 reads bare on / off as booleans
+        d = {**d, "post_extension": "on" if d["post_extension"] else "off"}
+    return _choice(d, "post_extension", "", ("auto", "on", "off"),
+                   "auto" if hw.features.winograd else "off")
+
+
 def _batch(d: dict, hw: HardwareConfig) -> int:
     """`batch`: images one register program runs (1..MAX_BATCH), on hardware with the batch
     feature (CDMA/CSC/CACC BATCH_NUMBER); 1 anywhere."""
@@ -759,6 +772,7 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
         layer_precision=layer_precision, host=_host(d.get("host"), base), batch=_batch(d, hw),
         winograd=_feature_mode(d, "winograd", hw, "winograd"),
         weight_compression=_feature_mode(d, "weight_compression", hw, "weight_compression"),
+        post_extension=_post_extension(d, hw),
         precision_flags=flags, memory_pools=_memory_pools(d.get("memory_pools"), hw),
         input_format=_choice(d, "input_format", "", IO_FORMATS, "auto"),
         output_format=_choice(d, "output_format", "", IO_FORMATS, "auto"),

@@ -186,21 +186,14 @@ def unpack_post_extended_weights(raw: np.ndarray, kernels: int, rows_total: int,
     if need > raw.size:
         raise NvdlaSimError(f"CSC: {kernels} kernels of {rows_total}x{channels} {dtype} need "
                             f"{need} weight bytes but CDMA loaded {raw.size} (WEIGHT_BYTES)")
-    usable = raw.size - raw.size % dtype.bytes
-    elements = raw[:usable].view(np.dtype(dtype.numpy).newbyteorder("<")).astype(dtype.numpy)
+    # the layout is formats' (one implementation): read as (K, C, R, 1) post-extended weights
+    ext = formats.unpack_image_weights(raw, (kernels, channels, rows_total, 1), channels, dtype,
+                                       rows, rows * slot, group)[:, :, :, 0]
     blocks = -(-rows_total // rows)
-    out = np.zeros((kernels, blocks, rows * slot), dtype.numpy)
-    for k in range(kernels):
-        g, cell = divmod(k, group)
-        in_group = min(group, kernels - g * group)
-        start = g * group * rows_total * channels
-        for j in range(blocks):
-            n_rows = min(rows, rows_total - j * rows)
-            at = start + j * rows * channels * in_group + cell * n_rows * channels
-            for i in range(n_rows):
-                out[k, j, i * slot:i * slot + channels] = \
-                    elements[at + i * channels: at + (i + 1) * channels]
-    return out
+    out = np.zeros((kernels, blocks, rows, slot), dtype.numpy)
+    for r in range(rows_total):
+        out[:, r // rows, r % rows, :channels] = ext[:, :, r]
+    return out.reshape(kernels, blocks, rows * slot)
 
 
 # -- input lines -------------------------------------------------------------------------------
