@@ -15,14 +15,15 @@ from nvdla_sim.scenario.schema import parse_scenario
 
 
 def scenario(c=128, k=64, kernel=3, precision="int8", pattern="2:4", hardware="orin_dla",
-             sparse=True, layers=None, fc=False):
+             sparse=True, layers=None, fc=False, size=6, winograd="off"):
     layers = layers or ([{"name": "f", "type": "fc", "out_features": k}] if fc else
                         [{"name": "c", "type": "conv", "out_channels": k, "kernel": kernel,
                           "pad": kernel // 2}])
     weights = {"seed": 1} if pattern is None else {"seed": 1, "pattern": pattern}
     data = {"name": "ss", "hardware": hardware, "precision": precision,
-            "network": {"input": [c, 6, 6], "layers": layers}, "weights": weights,
-            "mode": "timing-only", "outputs": {"plots": False}, "sparse_weights": sparse}
+            "network": {"input": [c, size, size], "layers": layers}, "weights": weights,
+            "mode": "timing-only", "outputs": {"plots": False}, "sparse_weights": sparse,
+            "winograd": winograd}
     return parse_scenario(data, ".")
 
 
@@ -73,6 +74,7 @@ def test_a_benefiting_convolution_is_marked_and_engine_cycles_do_not_move():
      "sparsity.weight_bytes"),
     ({"precision": "int8"}, {"precision": "fp16"}, "sparsity.int8"),
     ({"pattern": "2:4"}, {"pattern": None}, "sparsity.pattern"),
+    ({"size": 28, "winograd": "off"}, {"size": 28, "winograd": "on"}, "sparsity.winograd"),
 ])
 def test_each_rule_just_inside_and_just_outside(inside, outside, rule):
     notes, _ = marks(scenario(**inside))
@@ -94,3 +96,35 @@ def test_sparse_weights_needs_an_orin_class_preset():
     with pytest.raises(NvdlaSimError, match="sparse_weights"):
         parse_scenario({"hardware": "orin_dla", "network": {"builtin": "lenet5"},
                         "sparse_weights": "yes"}, ".")
+
+
+def test_the_report_rows_carry_the_mark():
+    from nvdla_sim.report.tables import build_report
+    scn = scenario(layers=[{"name": "a", "type": "conv", "out_channels": 128, "kernel": 3,
+                            "pad": 1},
+                           {"name": "b", "type": "conv", "out_channels": 67, "kernel": 1}])
+    prep = prepare(scn)
+    rep = build_report(prep, lower_and_run(prep.plan, context(prep)))
+    note = {row.layer: row.note for row in rep.rows}
+    assert "MAC cycles" in note["a"] and "[rule sparsity.kernels]" in note["b"]
+
+
+def test_model_cycles_shrink_only_mac_bound_benefiting_layers():
+    from nvdla_sim.compiler.sparsity import sparse_cycles, sparsity_verdicts
+    scn = scenario(c=128, size=28, layers=[
+        {"name": "a", "type": "conv", "out_channels": 128, "kernel": 3, "pad": 1},
+        {"name": "b", "type": "conv", "out_channels": 67, "kernel": 1}])
+    prep = prepare(scn)
+    result = lower_and_run(prep.plan, context(prep))
+    verdicts = {v.layer: v for v in sparsity_verdicts(prep.plan, scn.hardware, None)}
+    timing = {t.name: t for t in result.layers}
+    for name, (cycles, est) in sparse_cycles(list(verdicts.values()), result).items():
+        v, t = verdicts[name], timing[name]
+        assert cycles == t.end_cycle - t.start_cycle
+        if v.benefits and t.bound == "MAC":
+            saved = v.dense_mac_cycles - v.sparse_mac_cycles
+            assert est == max(cycles - saved, v.sparse_mac_cycles) < cycles
+        else:
+            assert est == cycles
+    assert verdicts["a"].benefits and timing["a"].bound == "MAC"    # both branches seen
+    assert not verdicts["b"].benefits

@@ -11,6 +11,9 @@ The document's requirements and limitations, each a named rule:
   sparsity.channels     C > 64
   sparsity.weight_bytes quantised INT8 weights at most 256 K (262,144 bytes)
   sparsity.kernels      K % 64 in {0, 1, 2, 4, 8, 16, 32}
+  sparsity.winograd     (model assumption) not lowered to Winograd: G g G^T mixes a kernel's
+                        positions, so the transformed weights keep a zero only where the whole
+                        R x S kernel of that channel is zero, not the 2:4 pattern
   sparsity.pattern      the weights hold the pattern: in every block of four consecutive input
                         channels (at each kernel position of each kernel), at least two are zero
 
@@ -80,6 +83,7 @@ def mac_cycles(hw: HardwareConfig, channels: int, kernels: int, kernel: tuple[in
 
 
 def _why_not(layer, dtype, image: bool, weight: np.ndarray) -> str:
+    """The first rule the convolution breaks ("" if none), in the module doc's order."""
     c = layer.conv
     k, ch = weight.shape[:2]
     if c.fc:
@@ -95,6 +99,9 @@ def _why_not(layer, dtype, image: bool, weight: np.ndarray) -> str:
                 "[rule sparsity.weight_bytes]")
     if k % 64 not in SPARSE_K_MOD64:
         return f"K={k}, K % 64 = {k % 64} not in {{0, 1, 2, 4, 8, 16, 32}} [rule sparsity.kernels]"
+    if layer.lowering.get("winograd") is not None:
+        return "lowered to Winograd (transformed weights lose the pattern: model) " \
+               "[rule sparsity.winograd]"
     if not two_four(weight):
         return "weights not 2:4 along C [rule sparsity.pattern]"
     return ""
@@ -119,4 +126,22 @@ def sparsity_verdicts(plan, hw: HardwareConfig, image_root: str | None) -> list[
         sparse = dense if why else mac_cycles(hw, c.in_channels, c.out_channels, c.kernel,
                                               c.out_h, c.out_w, sparse=True)
         out.append(SparseVerdict(layer.name, not why, why, dense, sparse))
+    return out
+
+
+def sparse_cycles(verdicts: list[SparseVerdict], result) -> dict[str, tuple[float, float]]:
+    """Layer -> (engine cycles, the model's cycles with 2:4 weights) for every convolution of a
+    run (`result`: a PlanResult).  Model: a MAC-bound layer loses the MAC cycles sparsity saves,
+    but no less than its sparse MAC cycles remain; memory- or CBUF-bound layers keep theirs."""
+    timing = {t.name: t for t in result.layers}
+    out = {}
+    for v in verdicts:
+        t = timing.get(v.layer)
+        if t is None:
+            continue
+        cycles = t.end_cycle - t.start_cycle
+        saved = v.dense_mac_cycles - v.sparse_mac_cycles
+        est = max(cycles - saved, v.sparse_mac_cycles) if v.benefits and t.bound == "MAC" \
+            else cycles
+        out[v.layer] = (cycles, est)
     return out
