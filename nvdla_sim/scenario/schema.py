@@ -693,15 +693,6 @@ def _batch(d: dict, hw: HardwareConfig) -> int:
     return n
 
 
-def _sparse_weights(d: dict, hw: HardwareConfig) -> bool:
-    """`sparse_weights: true`: structured sparsity, an Orin-class preset only."""
-    on = _bool(d, "sparse_weights", "", False)
-    if on and hw.name not in SPARSE_PRESETS:
-        raise FieldError("sparse_weights", f"structured sparsity is an Orin DLA feature, the "
-                         f"preset is {hw.name} (use orin_dla) [rule sparsity.orin_only]")
-    return on
-
-
 POOLS = ("managed_sram", "local_dram", "global_dram")
 _SIZE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*(B|KiB|MiB|GiB)?\s*")
 _UNIT = {None: 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
