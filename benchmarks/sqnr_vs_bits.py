@@ -11,8 +11,9 @@ runs on the engine:
        (the SDP output converters round to nearest onto the N-bit grid; the mode rounds the
        weights and the network input, which software quantizes).
 Printed: the end-to-end SQNR (dB) of the network output, and the lowest per-layer SQNR, per run;
-the share of DLA-written activation codes above the N-bit grid (the SDP saturates at the INT8
-limits only); DLA cycles (the same register program at every point: they must not move).
+the share of DLA-written activation codes above the N-bit grid (0 since the SDP clamps to the
+grid, emit_sdp.grid_clamp); DLA cycles (W: the INT8 register program; W+A adds the clamp's ALU
+stages, a few cycles of SDP pipeline depth per layer).
 Writes results.json to --out and the plot to --plot; `--from-json FILE` prints and plots a
 results.json again without running.  Probabilistic rounding: one seed (quantization.seed 0).
 """

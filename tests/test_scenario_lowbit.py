@@ -104,21 +104,25 @@ def test_eight_bits_is_the_ordinary_int8_program_in_every_mode():
         assert all(np.array_equal(v[k], v0[k]) for k in v0)
 
 
-def test_activations_land_on_the_n_bit_grid_and_timing_does_not_move():
+def test_activations_land_on_the_n_bit_grid_and_timing_moves_by_the_clamp_stages_only():
     _, r8, _ = run()
     prep, r4, values = run(activation_bits=4)
-    assert r4.total_cycles == r8.total_cycles        # the same INT8 register program
     cal = prep.calibration
+    # the INT8 register program plus the grid clamp's ALU stages (BN / EW: test_lowbit_clamp.py),
+    # each a few cycles of SDP pipeline depth per layer (timing/params.yaml sdp.stage_cycles 7)
+    assert set(cal.clamps) == {l.name for l in prep.plan.layers if l.kind == "conv"}
+    for a, b in zip(r8.layers, r4.layers):         # (a fused pooling lasts as long as its conv)
+        grown = (b.end_cycle - b.start_cycle) - (a.end_cycle - a.start_cycle)
+        assert 0 <= grown <= 2 * 7 * 2, b.name    # at most two stages, a few cycles each
+    assert r8.total_cycles < r4.total_cycles < r8.total_cycles + 2 * 7 * 2 * len(r4.layers)
     for name, v in values.items():
         ref = prep.reference[name]
         grid = 15 if ref.min() >= 0 else 7             # unsigned / signed 4-bit codes
         assert cal.grid[name] == grid
         codes = v.astype(np.float64) / cal.scales[name]
         assert np.allclose(codes, np.round(codes), atol=1e-3)
-        # the SDP saturates at the INT8 limits, not at the grid: a value that quantisation noise
-        # pushes past the calibrated range keeps a code above it (docs/precision.md); rare
-        over = np.abs(np.round(codes)) > grid
-        assert over.mean() < 0.01 and np.abs(np.round(codes)).max() <= grid + 2, name
+        # the SDP clamps to the grid (emit_sdp.grid_clamp): no code beyond it
+        assert np.abs(np.round(codes)).max() <= grid, name
         group = [t for t, g in cal.groups.items() if g == cal.groups[name]]   # pool in = out
         amax = max(np.abs(prep.reference[t]).max() for t in group)
         assert np.allclose(cal.scales[name], amax / grid, rtol=1e-6)

@@ -25,7 +25,7 @@ stays idle, which would land in a register group SDP_RDMA is not going to execut
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -82,6 +82,90 @@ class SdpLayer:
     @property
     def output_type(self) -> DataType:
         return self.out_dtype or self.dtype
+
+
+DATAPATH_MIN, DATAPATH_MAX = -(1 << 31), (1 << 31) - 1     # X/Y stage results: 32 bits
+
+
+def converter_output(values, cvt: Converter, out_dtype: DataType = INT8) -> np.ndarray:
+    """What the integer output converter writes for 32-bit datapath values (the kernel's C
+    stage itself, kernels/sdp.pyx output_converter)."""
+    from ..kernels.sdp import output_converter
+    v = np.ascontiguousarray(np.atleast_1d(values), np.int64)
+    out = np.zeros_like(v)
+    output_converter(v, cvt.offset, cvt.scale, cvt.shift, out_dtype == INT16, out)
+    return out
+
+
+def converter_preimage(code: int, cvt: Converter, out_dtype: DataType = INT8,
+                       upper: bool = True) -> int:
+    """The largest (upper) or smallest datapath value the converter writes as at most (upper) or
+    at least `code`; found by bisection on the converter (monotonic for CVT_SCALE >= 0)."""
+    if cvt.scale < 0:
+        raise NvdlaSimError(f"converter_preimage: CVT_SCALE {cvt.scale} is negative")
+    lo, hi = DATAPATH_MIN, DATAPATH_MAX
+
+    def ok(v: int) -> bool:
+        out = int(converter_output(v, cvt, out_dtype)[0])
+        return out <= code if upper else out >= code
+    if upper:                                # largest v with ok(v): ok holds on [MIN, v]
+        if not ok(lo):
+            raise NvdlaSimError(f"converter_preimage: no datapath value converts to <= {code}")
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if ok(mid) else (lo, mid - 1)
+        return lo
+    if not ok(hi):
+        raise NvdlaSimError(f"converter_preimage: no datapath value converts to >= {code}")
+    while lo < hi:                           # smallest v with ok(v): ok holds on [v, MAX]
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if ok(mid) else (mid + 1, hi)
+    return lo
+
+
+def _x_bound(layer: SdpLayer, code: int, upper: bool) -> XStage:
+    """An X2 (BN) stage clamping at `code`: ALU MIN (upper) or MAX with an int16 << shift operand
+    inside the converter's preimage of the code (MUL bypassed, shift 0, no ReLU)."""
+    cvt, out_dtype = layer.out_cvt, layer.output_type
+    edge = converter_preimage(code, cvt, out_dtype, upper)
+    reached = int(converter_output(edge, cvt, out_dtype)[0])
+    other = converter_preimage(reached, cvt, out_dtype, not upper)
+    low, high = (other, edge) if upper else (edge, other)
+    where = f"{layer.name}: grid {'ceiling' if upper else 'floor'} {code}"
+    for shift in range(64):
+        # the value nearest the edge that is a multiple of 2^shift and fits int16
+        op = (high >> shift) if upper else -((-low) >> shift)
+        if low <= (op << shift) <= high and -(1 << 15) <= op < (1 << 15):
+            return XStage(alu="min" if upper else "max", alu_operand=op, alu_shift=shift)
+    raise NvdlaSimError(f"{where}: no int16 << shift operand lies in [{low}, {high}]")
+
+
+def grid_clamp(layer: SdpLayer, low: int | None, high: int, ew: bool = True
+               ) -> tuple[SdpLayer, tuple[str, ...]]:
+    """`layer` with its output codes clamped to [low, high] (low None: only the ceiling) by ALU
+    stages in front of the output converter, in the converter's input domain: an unused BN (X2)
+    ALU in MIN or MAX mode (int16 << ALU_SHIFT register operand) and, when both bounds are needed
+    or BN is taken, an unused EW (Y) ALU (`ew`: the hardware has it) in MIN mode with a 32-bit
+    register operand.  A stage in use (BN's multiply, a LUT) would follow the bound, so it is not
+    used.  The bounds lie in the converter's preimages of the codes, so a value converts to
+    clip(code, low, high).  No floor is needed when the last X stage ends in ReLU and low <= 0.
+    Returns the new layer and the bounds placed ("low", "high"): a bound with no free stage is
+    not placed (the output then saturates at the type's limit on that side)."""
+    if layer.dtype.is_float or layer.y is not None:
+        return layer, ()
+    last = layer.x2 if layer.x2 is not None else layer.x1
+    need_low = low is not None and not (last is not None and last.relu and low <= 0)
+    x2, y, placed = layer.x2, None, []
+    bn_free = x2 is None
+    if need_low and bn_free and ew:
+        x2, placed = _x_bound(layer, low, upper=False), ["low"]
+    elif bn_free:                            # the ceiling on BN (EW may be narrower in RTL)
+        x2, placed = _x_bound(layer, high, upper=True), ["high"]
+    if ew and "high" not in placed:
+        y = YStage(alu="min", alu_operand=converter_preimage(
+            high, layer.out_cvt, layer.output_type, upper=True))
+        placed.append("high")
+    return replace(layer, x2=x2, y=y), tuple(placed)
 
 
 def _is_memory(operand: Operand) -> bool:

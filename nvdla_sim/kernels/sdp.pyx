@@ -610,3 +610,21 @@ def sdp_layer(const int32_t[:, :, ::1] x,
     return {"lut_uflow": stats.uflow, "lut_oflow": stats.oflow, "lut_hybrid": stats.hybrid,
             "lut_le_hit": stats.le_hit, "lut_lo_hit": stats.lo_hit,
             "out_saturation": saturations, "nan_output": nan_output, "unequal": unequal}
+
+
+def output_converter(const int64_t[::1] v, int64_t offset, int64_t scale, int shift,
+                     bint int16_out, int64_t[::1] out):
+    """The integer C stage (`c_stage`) alone on 32-bit datapath values `v` into `out`: what an
+    INT8 (or INT16) SDP writes for them.  The compiler inverts it (monotonic for scale >= 0) to
+    place an ALU bound in front of it (emit_sdp.converter_preimage)."""
+    cdef CStage c
+    cdef bint saturated
+    cdef Py_ssize_t i
+    if out.shape[0] != v.shape[0]:
+        raise ValueError("output_converter: `out` and `v` differ in length")
+    c.offset, c.scale, c.shift, c.eql = offset, scale, shift, False
+    c.proc_precision = PRECISION_INT16 if int16_out else PRECISION_INT8
+    c.out_precision = c.proc_precision
+    c.nan_to_zero = False
+    for i in range(v.shape[0]):
+        out[i] = c_stage(v[i], &c, &saturated)

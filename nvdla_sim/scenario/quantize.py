@@ -48,8 +48,13 @@ Sub-8-bit what-if (`QuantConfig.weight_bits` / `activation_bits` N < 8, INT8 onl
   activations  every tensor's scale is amax / grid with grid = 2^(N-1) - 1 (signed tensors) or
                min(2^N - 1, 127) (non-negative ones): the SDP output converter of the layer that
                writes it rounds to nearest (the hardware's only rounding) onto the N-bit grid
+  clamp        that SDP also clamps to the grid's ends (emit_sdp.grid_clamp: an unused BN ALU
+               and/or EW ALU in MIN/MAX mode with register operands at the converter's preimages
+               of the end codes), else it would saturate at the INT8 limits; a ReLU'd tensor
+               needs only the ceiling; a side with no free stage is left at the INT8 limit
+               (Calibration.clamps lists the bounds placed per layer)
   input        the host stores it: INT8, then gemmlowp's requantization with the rounding mode
-The register program is the ordinary INT8 one; the engine runs it bit-exactly.
+The register program is the INT8 one plus those ALU stages; the engine runs it bit-exactly.
 
 PDP: the same scale in and out (emit_pdp.PdpLayer, zero pad value: real 0 is q 0).
 CDP (LRN): emit_cdp.lrn_layer with the calibrated input and output scales (identity input
@@ -66,7 +71,7 @@ from .. import lowbit, precision
 from ..compiler.emit import IDENTITY, Converter
 from ..compiler.emit_cdp import CdpLayer, lrn_layer
 from ..compiler.emit_pdp import PdpLayer
-from ..compiler.emit_sdp import SdpLayer, XStage, YStage
+from ..compiler.emit_sdp import SdpLayer, XStage, YStage, grid_clamp
 from ..compiler.hwlayers import HwLayer, HwPlan, PostOp
 from ..compiler.lut import activation_lut
 from ..datatype import FP16, INT8, DataType
@@ -164,6 +169,8 @@ class Calibration:
     scales: dict[str, float]                   # every tensor's scale (after sharing; FP16: 1)
     groups: dict[str, str]                     # tensor -> representative of its scale group
     grid: dict[str, int] = field(default_factory=dict)   # largest code of each tensor (127: INT8)
+    clamps: dict[str, tuple[str, ...]] = field(default_factory=dict)   # SDP layer -> grid bounds
+                                               # placed in registers ("low", "high"; N-bit only)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -363,8 +370,21 @@ class _LayerQuantizer:
                 units = np.full_like(units, design.entry_lsb)
             trail.append(float(units[0]))
         widen = self.out_dtype if self.out_dtype not in (None, self.dtype) else None
-        return SdpLayer(out.get("x1"), out.get("x2"), out.get("y"),
-                        _converter(float(units[0]) / s_out), layer.name, self.dtype, widen), trail
+        sdp = SdpLayer(out.get("x1"), out.get("x2"), out.get("y"),
+                       _converter(float(units[0]) / s_out), layer.name, self.dtype, widen)
+        return self._clamp(layer, sdp), trail
+
+    def _clamp(self, layer: HwLayer, sdp: SdpLayer) -> SdpLayer:
+        """With activation_bits N < 8: the output codes clamped to the tensor's N-bit grid in the
+        SDP (emit_sdp.grid_clamp: ALU MIN/MAX stages before the output converter); INT8 layers
+        are returned as they are."""
+        grid = self.cal.grid.get(layer.ops[-1], self.q)
+        if grid >= self.q or self.dtype != INT8 or sdp.out_dtype not in (None, INT8):
+            return sdp
+        unsigned = grid == lowbit.grid_max(self.cfg.activation_bits, signed=False)
+        sdp, placed = grid_clamp(sdp, 0 if unsigned else -grid, grid, self.plan.hw.sdp.ew)
+        self.cal.clamps[layer.name] = placed
+        return sdp
 
     def _stage_target(self, nxt, post: list[PostOp], s_out: float, value_tensor: str | None) -> float:
         """Units a stage's output is in (what its MUL aims for)."""
