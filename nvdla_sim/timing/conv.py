@@ -132,6 +132,8 @@ class CscGeometry:
     group_kernels: tuple             # kernels in each group
     atoms_per_slot: int = 1          # output atoms per stripe slot (Winograd: 4)
     load_cycles_per_kernel: float = 1.0   # weight-load cycles of one kernel, relative to direct
+    group_atoms: tuple = ()          # memory atoms each group completes per output position
+                                     # (the SDP's unit; empty: one per group, ATOMIC_K = atom)
 
     @property
     def mac_cycles(self) -> int:
@@ -157,21 +159,27 @@ def csc_geometry(hw: "HardwareConfig", image: bool, out_w: int, out_h: int, kern
     group = kernel_group or hw.atomic_k
     blocks = -(-kernel_c // hw.atomic_c)
     groups = tuple(min(group, kernels - g) for g in range(0, kernels, group))
+    # A memory atom holds atom_ch elements: a kernel group narrower than it completes an atom
+    # every few groups, a wider one several atoms (CACC hands SDP whole atoms).
+    atom_ch = max(1, hw.memory_atomic_bytes // elem_bytes)
+    done = [-(-min(k + group, kernels) // atom_ch) - -(-k // atom_ch) for k in range(0, kernels, group)]
+    group_atoms = () if all(a == 1 for a in done) else tuple(done)
     if winograd:
         tiles = (out_w // 2) * (out_h // 2)
         return CscGeometry(tuple(winograd_stripes(tiles, hw.atomic_c // 4)), kernel_c // 4,
-                           groups, atoms_per_slot=4, load_cycles_per_kernel=elem_bytes / 2)
+                           groups, atoms_per_slot=4, load_cycles_per_kernel=elem_bytes / 2,
+                           group_atoms=group_atoms)
     if batches > 1:
         per_image = winograd_stripes(out_w * out_h, BATCH_STRIPE_ATOMS[min(batches, 32)])
         return CscGeometry(tuple(s * batches for s in per_image),
-                           kernel_h * kernel_w * blocks, groups)
+                           kernel_h * kernel_w * blocks, groups, group_atoms=group_atoms)
     if image:
         row = [min(full, out_w - x) for x in range(0, out_w, full)]
         st, packages = row * out_h, kernel_h * blocks
     else:
         st, packages = stripes(out_w * out_h, full, half), kernel_h * kernel_w * blocks
     groups = tuple(min(group, kernels - g) for g in range(0, kernels, group))
-    return CscGeometry(tuple(st), packages, groups)
+    return CscGeometry(tuple(st), packages, groups, group_atoms=group_atoms)
 
 
 # -- CDMA ----------------------------------------------------------------------------------------
@@ -356,7 +364,9 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
             last_pkg = env.now
             end_layer = g == n_groups - 1 and i == len(geom.stripes) - 1
             first = last_pkg + p.conv.cmac_cacc_cycles
-            out.put(Seg(atoms, first, first + s - 1, tag=g, end=end_layer))
+            # tag: the memory atoms the stripe completes, when not one per slot
+            done = atoms * geom.group_atoms[g] if geom.group_atoms else None
+            out.put(Seg(atoms, first, first + s - 1, tag=done, end=end_layer))
             tracker.busy(last_pkg, last_pkg + pkg)
             t = last_pkg + pkg
         mac_busy.append((start, t))
@@ -482,7 +492,8 @@ def cacc(unit: "Unit", kernel_group: int = 0) -> Generator:
         start = max(free, seg.first, env.now)
         end = max(start + seg.n * c, seg.last + c)
         credits.deliver(end - seg.n * c, c, min(seg.n, credits.capacity))
-        out.put(Seg(seg.n, start + read + to_sdp, end - c + read + to_sdp, end=seg.end))
+        out.put(Seg(seg.n if seg.tag is None else seg.tag, start + read + to_sdp,
+                    end - c + read + to_sdp, end=seg.end))
         tracker.stall(max(free, waiting), start, "no stripe")    # idle after the last delivery
         tracker.busy(start, end, "delivery")
         free = end

@@ -100,5 +100,7 @@ def derive_rates(hw: HardwareConfig, p: TimingParams) -> Rates:
         cbuf_banks=hw.cbuf.banks,
         latency_fifo_atoms=fifo,
         max_burst_beats=hw.primary_memif.max_burst,
-        stream_buffer_atoms=max(fifo, 2 * hw.atomic_k),
+        # a stripe is 2*ATOMIC_K output positions; a kernel group wider than the memory atom
+        # completes several atoms per position (CACC hands SDP whole atoms)
+        stream_buffer_atoms=max(fifo, 2 * hw.atomic_k * -(-hw.atomic_k // atom)),
     )
