@@ -79,3 +79,17 @@ def test_array_grid_every_accepted_shape_runs():
         _run_and_check(hardware)
     # atoms wider than ATOMIC_C are the only refusals in this grid
     assert accepted == len([g for g in GRID if g[3] <= g[1]])
+
+
+@pytest.mark.parametrize("precision,atomic_k", [("int8", 4), ("int16", 64), ("fp16", 64)])
+def test_nv_full_groups_other_than_the_atom_run_in_both_modes(precision, atomic_k):
+    """16-bit groups hold ATOMIC_K / 2 kernels of 2-byte elements (the same atoms per group);
+    values+timing runs the same register program, so the same cycles as timing-only."""
+    totals = []
+    for mode in ("timing-only", "values+timing"):
+        scn = parse_scenario({"hardware": {"preset": "nv_full", "atomic_k": atomic_k},
+                              "mode": mode, "network": BOTTLENECK, "precision": precision,
+                              "memory": {"dram_gbps": 10, "dram_latency_ns": 100}}, None)
+        prep = prepare(scn)
+        totals.append(lower_and_run(prep.plan, context(prep)).total_cycles)
+    assert totals[0] == totals[1] > sum(CONV_MACS.values()) / (64 * atomic_k)
