@@ -46,26 +46,24 @@ def _split_squares(ss: np.ndarray) -> np.ndarray:
     return np.stack(parts)
 
 
-def run_cdp_lut(lut, ss: np.ndarray, version: int = 2) -> tuple[np.ndarray, np.ndarray, dict]:
-    """(square sums reached, table value at each, LUT counters) on the CDP kernel."""
+def _programmed_cdp(lut, hw, dtype, scales: bool):
+    """The CDP's decoded LRN configuration and LUT memory after the registers `write_lut` emits
+    for `lut` (window of 9, MUL_BYPASS so the output is the table's value; `scales`: unit
+    input/output convertor scales, for the integer path)."""
     from ..compiler.emit import ProgramBuilder
     from ..compiler.lut import write_lut
-    from ..config import load_hardware
-    from ..kernels.cdp import lrn_int
     from ..program import RegWrite
     from ..regs import RegisterFile, register_map
     from ..units.cdp import decode_lrn
     from ..units.lut_memory import LutMemory
 
-    hw = load_hardware("nv_full" if version == 1 else "nv_large")
-    parts = _split_squares(ss)
-    reached = (parts * parts).sum(axis=0)
     b = ProgramBuilder(hw, "lrn_lut", images=False)
     write_lut(b, "CDP", lut)
     b.reg("CDP", "D_LRN_CFG", NORMALZ_LEN=3)                 # window of 9: channels 0..8
-    b.reg("CDP", "D_DATA_FORMAT", INPUT_DATA_TYPE="INT16")
-    b.reg("CDP", "D_DATIN_SCALE", DATIN_SCALE=1)
-    b.reg("CDP", "D_DATOUT_SCALE", DATOUT_SCALE=1)
+    b.reg("CDP", "D_DATA_FORMAT", INPUT_DATA_TYPE=dtype.name)
+    if scales:
+        b.reg("CDP", "D_DATIN_SCALE", DATIN_SCALE=1)
+        b.reg("CDP", "D_DATOUT_SCALE", DATOUT_SCALE=1)
     b.reg("CDP", "D_FUNC_BYPASS", SQSUM_BYPASS=0, MUL_BYPASS=1)
     rmap = register_map(hw.nvdla_version)
     rf = RegisterFile(rmap)
@@ -73,7 +71,18 @@ def run_cdp_lut(lut, ss: np.ndarray, version: int = 2) -> tuple[np.ndarray, np.n
     for c in b.commands:
         if isinstance(c, RegWrite):
             rf.write(c.addr, c.value)
-    cfg = decode_lrn(rf["CDP"].view(0), INT16)
+    return decode_lrn(rf["CDP"].view(0), dtype), memory
+
+
+def run_cdp_lut(lut, ss: np.ndarray, version: int = 2) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(square sums reached, table value at each, LUT counters) on the CDP kernel."""
+    from ..config import load_hardware
+    from ..kernels.cdp import lrn_int
+
+    hw = load_hardware("nv_full" if version == 1 else "nv_large")
+    parts = _split_squares(ss)
+    reached = (parts * parts).sum(axis=0)
+    cfg, memory = _programmed_cdp(lut, hw, INT16, scales=True)
     lanes = INT16.elements_per_atom(hw.memory_atomic_bytes)
     cube = np.zeros((lanes, 1, reached.size), np.int16)
     cube[:WINDOW, 0, :] = parts
@@ -96,31 +105,14 @@ def measure_cdp_lut_fp16(lut, f: Callable[[np.ndarray], np.ndarray], max_ss: flo
     """`Lut.measured` for an FP16 LRN table over square sums [0, max_ss]: nine equal FP16
     values v under a window of 9, so the kernel's FP32 square sum is 9 v^2; error of the FP16
     output (MUL_BYPASS: the table's value) against f(9 v^2) in float64."""
-    from ..compiler.emit import ProgramBuilder
-    from ..compiler.lut import write_lut
     from ..config import load_hardware
     from ..datatype import FP16
     from ..kernels.cdp import lrn_fp16
-    from ..program import RegWrite
-    from ..regs import RegisterFile, register_map
-    from ..units.cdp import decode_lrn
-    from ..units.lut_memory import LutMemory
 
     hw = load_hardware("nv_full")
     top = min(float(np.sqrt(max_ss / WINDOW)), 65504.0)
     v = np.unique(np.linspace(0.0, top, points).astype(np.float16))
-    b = ProgramBuilder(hw, "lrn_lut", images=False)
-    write_lut(b, "CDP", lut)
-    b.reg("CDP", "D_LRN_CFG", NORMALZ_LEN=3)
-    b.reg("CDP", "D_DATA_FORMAT", INPUT_DATA_TYPE="FP16")
-    b.reg("CDP", "D_FUNC_BYPASS", SQSUM_BYPASS=0, MUL_BYPASS=1)
-    rmap = register_map(hw.nvdla_version)
-    rf = RegisterFile(rmap)
-    memory = LutMemory(rmap.units["CDP"]).install(rf["CDP"])
-    for c in b.commands:
-        if isinstance(c, RegWrite):
-            rf.write(c.addr, c.value)
-    cfg = decode_lrn(rf["CDP"].view(0), FP16)
+    cfg, memory = _programmed_cdp(lut, hw, FP16, scales=False)
     lanes = FP16.elements_per_atom(hw.memory_atomic_bytes)
     cube = np.zeros((lanes, 1, v.size), np.float16)
     cube[:WINDOW, 0, :] = v
