@@ -949,3 +949,5 @@ class PlanResult:
                                        # DLA left it in memory
     engine_result: object = None       # engine.RunResult (activity log, transfers) for the timeline
     batch_outputs: list = field(default_factory=list)   # batch > 1: `outputs` of each image
+    timing_program: object = None     # the Lowered a timing-only run executed (no memory images):
+                                       # what the host model reads, so it is not lowered again

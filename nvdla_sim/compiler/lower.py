@@ -88,6 +88,7 @@ class Lowered:
     buffers: dict[str, TensorPlacement]
     notes: dict[str, list[str]] = field(default_factory=dict)   # layer -> lowering notes
     batch_strides: dict[str, int] = field(default_factory=dict)  # root buffer -> bytes per image
+    images: bool = False               # memory images loaded (values mode); False: timing only
 
 
 # --------------------------------------------------------------------------------------------------
@@ -566,7 +567,7 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
         if layer.name in notes:
             mine = list(dict.fromkeys(notes[layer.name]))     # a batch repeats a step's notes
             layer.notes = [n for n in layer.notes if n not in mine] + mine
-    return Lowered(plan, program, steps, buffers, notes, strides if n > 1 else {})
+    return Lowered(plan, program, steps, buffers, notes, strides if n > 1 else {}, images)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -749,7 +750,8 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
                     {m.name: m.bytes_by_client for m in (engine.mcif, engine.cvif) if m},
                     engine.timing.cbuf_summary(), engine=engine)
     return PlanResult(timings, total, outputs if ctx.values else {}, run,
-                      per_image if ctx.values and n > 1 else [])
+                      per_image if ctx.values and n > 1 else [],
+                      None if lowered.images else lowered)
 
 
 def _merge_images(timings: list[LayerTiming]) -> list[LayerTiming]:
