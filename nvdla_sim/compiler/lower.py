@@ -185,12 +185,7 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
     images = ctx.batch
     if images > 1:
         return _place_batch(plan, ctx, alloc, groups, images, strides if strides is not None else {})
-    life = _lifetimes(plan, groups)
-    line_align = image_line_align(plan, ctx, image_input(plan))     # input_format (io_formats)
-    image_root = plan.root(plan.network.input_name)[0] if line_align else None
-    atom = ctx.hw.memory_atomic_bytes
-    cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
-        if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
+    life, line_align, image_root, atom, cvsram = _placement_start(plan, ctx, groups)
     buffers = {}
     padded = winograd_outputs(plan)
     for name in sorted(life, key=lambda n: life[n][0]):
@@ -218,6 +213,18 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
     return buffers
 
 
+def _placement_start(plan: HwPlan, ctx: LoweringContext, groups: list[list[HwLayer]]):
+    """What both placements (one image, a batch) start from: each buffer's lifetime, the network
+    input's image line alignment (None: a feature cube) and its root buffer, the memory atom and
+    the CVSRAM fit (None without CVSRAM)."""
+    life = _lifetimes(plan, groups)
+    line_align = image_line_align(plan, ctx, image_input(plan))     # input_format (io_formats)
+    image_root = plan.root(plan.network.input_name)[0] if line_align else None
+    cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
+        if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
+    return life, line_align, image_root, ctx.hw.memory_atomic_bytes, cvsram
+
+
 def winograd_outputs(plan: HwPlan) -> dict[str, tuple[int, int]]:
     """Root buffers written by Winograd layers: their (height, width) padded to whole 4x4
     output blocks."""
@@ -235,12 +242,7 @@ def _place_batch(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
                  strides: dict[str, int]) -> dict[str, TensorPlacement]:
     """place_tensors for N images: each buffer N packed cubes, 32-byte aligned apart (the CDMA
     BATCH_STRIDE granularity, at least one whole cube as the C model requires)."""
-    life = _lifetimes(plan, groups)
-    line_align = image_line_align(plan, ctx, image_input(plan))     # input_format (io_formats)
-    image_root = plan.root(plan.network.input_name)[0] if line_align else None
-    atom = ctx.hw.memory_atomic_bytes
-    cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
-        if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
+    life, line_align, image_root, atom, cvsram = _placement_start(plan, ctx, groups)
     buffers = {}
     for name in sorted(life, key=lambda n: life[n][0]):
         t = plan.tensors[name]
