@@ -33,7 +33,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
-from .tokens import GRANTED, Ready, Seg, wait_until, waited
+from .tokens import GRANTED, Ready, Seg, sleep_event, wait_until, waited
 
 if TYPE_CHECKING:
     import simpy
@@ -240,7 +240,7 @@ def _cdma_data(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
     per_request = p.conv.cdma_request_atoms
     while left > 0:
         n = min(per_request, left)
-        # waits written out as in _cdma_weight (event-free paths of tokens.py, same cycles)
+        # waits as in _cdma_weight (event-free paths of tokens.py, same cycles)
         grant = pool.acquire(n * entries_per_atom)
         if grant is not GRANTED:
             yield from waited(env, grant, tracker, "CBUF data full")
@@ -253,13 +253,9 @@ def _cdma_data(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
             ready = tr.last + p.conv.cbuf_write_cycles
             out.put(Seg(geom.data_entries, first + p.conv.cbuf_write_cycles, ready,
                         tag=geom.keep_data, end=True))
-        now = env._now
-        if tr.port_free > now:
-            wake = now + (tr.port_free - now)
-            if wake < env.peek():
-                env._now = wake
-            else:
-                yield env.timeout(tr.port_free - now)
+        sleep = sleep_event(env, tr.port_free)
+        if sleep is not None:
+            yield sleep
     tracker.flush()
     yield from wait_until(env, ready)
     return ready
@@ -290,8 +286,8 @@ def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
     n_bounds = len(bounds)
     while issued < total:
         n = min(per_request, total - issued)
-        # The hot loop of a convolution (one pass per CDMA request): the waits of `waited` and
-        # `wait_until` written out, with their event-free paths (tokens.py), same cycles.
+        # The hot loop of a convolution (one pass per CDMA request): `waited` only when the
+        # grant must wait, the sleep without a generator (tokens.sleep_event), same cycles.
         grant = pool.acquire(n * entries_per_atom)
         if grant is not GRANTED:
             yield from waited(env, grant, tracker, "weight ring full")
@@ -306,13 +302,9 @@ def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
                         tag=geom.keep_weights, end=group == n_bounds - 1))
             group += 1
         issued += n
-        now = env._now
-        if tr.port_free > now:
-            wake = now + (tr.port_free - now)
-            if wake < env.peek():
-                env._now = wake
-            else:
-                yield env.timeout(tr.port_free - now)
+        sleep = sleep_event(env, tr.port_free)
+        if sleep is not None:
+            yield sleep
     while group < len(bounds):             # WEIGHT_REUSE: the groups are already in CBUF
         out.put(Seg(0, env.now, env.now, tag=geom.keep_weights, end=group == len(bounds) - 1))
         group += 1

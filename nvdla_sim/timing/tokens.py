@@ -202,13 +202,23 @@ def wait_until(env: simpy.Environment, t: float) -> Generator:
     was scheduled earlier and would run first), the timeout would be the very next event
     processed, so the caller goes on at once with the clock moved: the same cycles in the same
     order, without the event (issue 20).  The clock moves by the same float sum a timeout uses."""
-    now = env.now
+    event = sleep_event(env, t)
+    if event is not None:
+        yield event
+
+
+def sleep_event(env: simpy.Environment, t: float) -> simpy.Event | None:
+    """The rule of `wait_until` without a generator, for hot loops that cannot afford one: moves
+    the clock to `t` and returns None when no other event is due first, else the timeout the
+    caller must yield (None as well when `t` is now or past)."""
+    now = env._now
     if t > now:
         wake = now + (t - now)
         if wake < env.peek():
             env._now = wake
-            return
-        yield env.timeout(t - now)
+            return None
+        return env.timeout(t - now)
+    return None
 
 
 def waited(env: simpy.Environment, event: simpy.Event, tracker: Tracker, label: str) -> Generator:
