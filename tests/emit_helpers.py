@@ -76,3 +76,19 @@ def run_layer(preset: str, inputs: dict[str, np.ndarray], outputs: dict[str, tup
     result = Engine(hw).run(program)
     cubes = {name: read_output(result.engine, places[name]) for name in outputs}
     return cubes, result, program
+
+
+def compile_and_capture(scn):
+    """Compile a scenario and run its program on one engine, keeping every cube the CACC
+    delivers to the SDP: (prep, ctx, lowered, engine, run result, cubes)."""
+    from nvdla_sim.compiler.lower import lower
+    from nvdla_sim.scenario.runner import context, prepare
+    prep = prepare(scn)
+    ctx = context(prep)
+    lowered = lower(prep.plan, ctx)
+    engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz)
+    store = engine.channel("cacc->sdp")
+    cubes, put = [], store.put
+    store.put = lambda item: (cubes.append(item), put(item))[1]
+    result = engine.run(lowered.program)
+    return prep, ctx, lowered, engine, result, cubes

@@ -15,14 +15,13 @@ import pytest
 
 from nvdla_sim import formats
 from nvdla_sim.compiler.emit_conv import post_extension_rows
-from nvdla_sim.compiler.lower import lower
 from nvdla_sim.config import load_hardware
 from nvdla_sim.datatype import FP16, INT8, INT16
-from nvdla_sim.engine import Engine
 from nvdla_sim.errors import NvdlaSimError
-from nvdla_sim.scenario.runner import context, execute, prepare
+from nvdla_sim.scenario.runner import execute, prepare
 from nvdla_sim.scenario.schema import parse_scenario
 
+from emit_helpers import compile_and_capture
 from test_post_extension import pack_post_extended
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,14 +46,7 @@ def scenario(kernel, stride, pad, post_extension, precision="int8", input_shape=
 def run(scn):
     """Compile and run: the first CACC cube, the CSC's busy cycles of the first layer's
     hardware layers, the plan, the quantised input."""
-    prep = prepare(scn)
-    ctx = context(prep)
-    lowered = lower(prep.plan, ctx)
-    engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz)
-    store = engine.channel("cacc->sdp")
-    cubes, put = [], store.put
-    store.put = lambda item: (cubes.append(item), put(item))[1]
-    result = engine.run(lowered.program)
+    prep, ctx, lowered, _, result, cubes = compile_and_capture(scn)
     return cubes, result.unit_stats["CSC"]["busy_cycles"], prep, ctx.input_int8, lowered
 
 

@@ -21,6 +21,7 @@ from nvdla_sim.scenario.runner import context, execute, prepare
 from nvdla_sim.scenario.schema import parse_scenario
 
 import test_winograd as wino
+from emit_helpers import compile_and_capture
 
 REPO = Path(__file__).resolve().parent.parent
 G = np.array([[1.0, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1.0]])
@@ -54,14 +55,7 @@ def transformed(g: np.ndarray, scale: np.ndarray, dtype) -> np.ndarray:
 
 def run_capturing(scn):
     """Compile and run; every cube the CACC delivers, the lowered program, the engine."""
-    prep = prepare(scn)
-    ctx = context(prep)
-    lowered = lower(prep.plan, ctx)
-    engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz)
-    store = engine.channel("cacc->sdp")
-    cubes, put = [], store.put
-    store.put = lambda item: (cubes.append(item), put(item))[1]
-    engine.run(lowered.program)
+    prep, _, lowered, engine, _, cubes = compile_and_capture(scn)
     return prep, lowered, engine, cubes
 
 
