@@ -478,12 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write each network output as NAME.reference.npy and NAME.dla.npy")
     s.add_argument("--save-scenario", type=Path, metavar="FILE",
                    help="write the scenario YAML that was run")
-    g = s.add_mutually_exclusive_group()
-    g.add_argument("--progress", action="store_true", default=None,
-                   help="print the simulated cycle on stderr every second of a long run "
-                        "(default: when stderr is a terminal)")
-    g.add_argument("--no-progress", dest="progress", action="store_false",
-                   help="never print progress")
+    _add_progress_options(s)
     s.set_defaults(func=cmd_run)
 
     m = sub.add_parser("compile", help="compile a scenario to hardware layers and list them")
@@ -519,6 +514,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="--timeline trace: every span and memory request (full), spans merged "
                         "to the trace's resolution and memory as counters (summary), or full "
                         "unless the run is long (auto, default); docs/timeline.md")
+    _add_progress_options(p)
+
+
+def _add_progress_options(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--progress", action="store_true", default=None,
                    help="print the simulated cycle on stderr every second of a long run "
