@@ -493,18 +493,20 @@ def structural_quantization(plan: HwPlan) -> None:
 
 
 def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
-          crc_checks: bool = False, name: str | None = None, perf_counters: bool = True) -> Lowered:
+          crc_checks: bool = False, name: str | None = None, perf_counters: bool = True,
+          dbb_base: int | None = None) -> Lowered:
     """Place the tensors and emit every hardware layer of `plan` into one register program.
     `images` (default: values mode) loads the input, weights and operand arrays; `crc_checks`
     adds a check_crc of each step's output (expected values to be filled by `simulate_crcs`);
-    `perf_counters` sets the SDP counter enables the report reads (compiler/perf_enable.py)."""
+    `perf_counters` sets the SDP counter enables the report reads (compiler/perf_enable.py);
+    `dbb_base`: where DRAM placement starts (a second DLA core's tensors: compiler/multicore.py)."""
     images = ctx.values if images is None else images
     if any(layer.quant is None for layer in plan.layers if layer.on_dla):
         if images:
             raise NvdlaSimError("the plan has no integer parameters (run quantisation first)")
         structural_quantization(plan)
     hw = ctx.hw
-    alloc = Allocator(hw)
+    alloc = Allocator(hw, base=None if dbb_base is None else {DBB: dbb_base})
     b = ProgramBuilder(hw, name or plan.network.name, images=images)
     groups = _steps_of(plan)
     strides: dict[str, int] = {}
@@ -691,6 +693,35 @@ def _run_gpu(step: Step, plan: HwPlan, ctx: LoweringContext, engine: Engine,
     _store(outputs, plan, ref, y)
 
 
+def step_timings(step: Step, piece: RegisterProgram, engine: Engine, plan: HwPlan, t0: float,
+                 t1: float, moved: dict[str, int], busy: dict[str, float],
+                 stats: list) -> list[LayerTiming]:
+    """The LayerTiming of each hardware layer of a step that ran from `t0` to `t1`."""
+    writes = sum(isinstance(c, RegWrite) for c in piece.commands)
+    out = []
+    for i, layer in enumerate(step.layers):
+        own = i == 0                # a fused PDP shares the step: bytes on the first layer
+        out.append(LayerTiming(
+            layer.name, t0, t1,
+            moved["dram_read"] if own else 0, moved["dram_write"] if own else 0,
+            moved["cvsram_read"] if own else 0, moved["cvsram_write"] if own else 0,
+            bound=classify(step, busy, moved, engine, plan.layer_dtype(step.layers[0]).bytes),
+            cbuf_refetch=step.refetch,
+            register_writes=writes if own else 0, statistics=stats[i]))
+    return out
+
+
+def read_step_outputs(step: Step, lowered: Lowered, engine: Engine,
+                      per_image: list[dict[str, np.ndarray]]) -> None:
+    """Values mode: read the step's outputs back from memory into each image's buffers."""
+    for i in step.images:
+        for ref, p in step.outputs:
+            if i != step.images[0]:        # a batched step: image i one stride further
+                p = replace(p, address=p.address + (i - step.images[0])
+                            * lowered.batch_strides[ref.tensor])
+            _store(per_image[i], lowered.plan, ref, read_output(engine, p))
+
+
 def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
     """Run a lowered network on one engine, step by step (see the module doc)."""
     plan = lowered.plan
@@ -728,23 +759,9 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
         spans = engine.activity.spans
         busy = _busy(spans[seen_spans:], t0, t1)
         seen_spans = len(spans)
-        writes = sum(isinstance(c, RegWrite) for c in piece.commands)
-        for i, layer in enumerate(step.layers):
-            own = i == 0                # a fused PDP shares the step: bytes on the first layer
-            timings.append(LayerTiming(
-                layer.name, t0, t1,
-                moved["dram_read"] if own else 0, moved["dram_write"] if own else 0,
-                moved["cvsram_read"] if own else 0, moved["cvsram_write"] if own else 0,
-                bound=classify(step, busy, moved, engine, plan.layer_dtype(step.layers[0]).bytes),
-                cbuf_refetch=step.refetch,
-                register_writes=writes if own else 0, statistics=stats[i]))
+        timings += step_timings(step, piece, engine, plan, t0, t1, moved, busy, stats)
         if ctx.values:
-            for i in step.images:
-                for ref, p in step.outputs:
-                    if i != step.images[0]:        # a batched step: image i one stride further
-                        p = replace(p, address=p.address + (i - step.images[0])
-                                    * lowered.batch_strides[ref.tensor])
-                    _store(per_image[i], plan, ref, read_output(engine, p))
+            read_step_outputs(step, lowered, engine, per_image)
     if n > 1:
         timings = _merge_images(timings)
     total = engine.env.now

@@ -146,7 +146,7 @@ class Engine:
     def __init__(self, hw: HardwareConfig, memory: MemoryProfile | str = "rtl_testbench",
                  clock_mhz: float = 1000.0, timing: dict | None = None,
                  cvsram_memory: MemoryProfile | str | None = None, compute_values: bool = True,
-                 host="auto", record_transfers: bool = True):
+                 host="auto", record_transfers: bool = True, shared=None, core: int = 0):
         """`timing`: overrides of timing/params.yaml (section -> name -> value).
         `host`: a host profile (name, path, mapping or HostProfile) timing the layer changeovers;
         "auto" (default) the one the memory profile names, None none (sync_waits cost nothing).
@@ -154,12 +154,15 @@ class Engine:
         `compute_values` False: timing only -- units skip their kernels and memory accesses and
         memory images are not placed (the timing processes never depend on values).
         `record_transfers` False: the memory interfaces keep no per-request transfer records
-        (timelines and VP layer reports read them; cycles, bytes and spans do not change)."""
+        (timelines and VP layer reports read them; cycles, bytes and spans do not change).
+        `shared`: an engine.multicore.SharedMemory: this engine is DLA core `core` on the shared
+        environment and memory (pieces are then started with `start` and ended with `finish`)."""
         from ..timing import TimingModel
         from ..units import build_units   # units import the engine's channel helpers
         self.hw = hw
         self.clock_mhz = clock_mhz
-        self.env = simpy.Environment()
+        self.env = simpy.Environment() if shared is None else shared.env
+        self.core = core
         self.compute_values = compute_values
         self.memory_profile = memory if isinstance(memory, MemoryProfile) else load_memory_profile(memory)
         cvsram_profile = self.memory_profile if cvsram_memory is None else \
@@ -189,6 +192,8 @@ class Engine:
         self.regs = RegisterFile(self.regmap)
         self.memory = MemorySystem(has_secondary=hw.secondary_memif is not None)
         self.glb = Glb(self.env, self.regs)
+        if shared is not None:
+            shared.attach(self, core)
         self.first_op_enable: float | None = None
         self._fired: dict[str, simpy.Event] = {}    # sync ids of earlier pieces
         self.first_write: float | None = None
@@ -214,10 +219,7 @@ class Engine:
         (each piece waits for the interrupts it armed); `summarize` False skips the per-unit and
         memory summaries, which cover the whole log so far."""
         result = RunResult(program.name)
-        if self.host is not None and self.host.program_ahead:
-            from ..host.changeover import program_ahead
-            program = program_ahead(program)
-        master = self.env.process(self._csb_master(program, result))
+        master = self.start(program, result)
         try:
             self.env.run(until=master)
         except MemoryAccessError as exc:
@@ -250,6 +252,18 @@ class Engine:
                 f"{where or program.name + ': '}deadlock at cycle {self.env.now:.0f}: awaited "
                 f"interrupt{sync} never raised ({'; '.join(waiting) or 'no unit is running'})"
             ) from None
+        return self.finish(result, summarize)
+
+    def start(self, program: RegisterProgram, result: RunResult) -> simpy.Process:
+        """The CSB master process executing `program` into `result`, started now (whoever runs
+        the environment; `run` runs it until the process ends, then calls `finish`)."""
+        if self.host is not None and self.host.program_ahead:
+            from ..host.changeover import program_ahead
+            program = program_ahead(program)
+        return self.env.process(self._csb_master(program, result))
+
+    def finish(self, result: RunResult, summarize: bool = True) -> RunResult:
+        """`result` of a started program whose process has ended (see `run`)."""
         self.timing.finish()
         result.engine = self
         result.launches = list(self.launches)

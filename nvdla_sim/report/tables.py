@@ -80,6 +80,7 @@ class Report:
                                        # the whole batch's (its latency); fps is images/s
     deployment: dict | None = None     # DLA presets: subnetworks, pools, precisions
                                        # (compiler/subnetworks.py, docs/dla-deployment.md)
+    cores: dict | None = None          # dla_cores 2: per-core latency, images/s (compiler/multicore.py)
 
     @property
     def total_macs(self) -> int:
@@ -263,6 +264,8 @@ def format_console(rep: Report) -> str:
     lines += statistics_lines(rep)
     from ..compiler.subnetworks import console_lines as deployment_lines
     lines += deployment_lines(rep.deployment)
+    from ..compiler.multicore import console_lines as cores_lines
+    lines += cores_lines(rep.cores)
     return "\n".join(lines)
 
 

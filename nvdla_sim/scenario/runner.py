@@ -339,9 +339,15 @@ def execute(prep: Prepared, out_dir: Path | None = None):
         ops = [o for layer in prep.plan.layers if layer.name in sub.layers for o in layer.ops]
         forced.update({o: f"{message}: its layers run on the GPU" for o in ops})
         prep = _prepare(scn_of(prep), forced)
-    result = run_lowered(lowered, ctx)
+    cores = None
+    if getattr(prep.scenario, "dla_cores", 1) > 1:      # two DLA cores (compiler/multicore.py)
+        from ..compiler.multicore import run_scenario_cores
+        result, cores = run_scenario_cores(prep, lowered, ctx)
+    else:
+        result = run_lowered(lowered, ctx)
     values = batch_values(prep.plan, result) if prep.scenario.values else None
     report = build_report(prep, result, values)
+    report.cores = cores
     if deploy is not None:
         report.deployment = deployment_of(prep, lowered, result).to_json()
     write_reports(report, prep, result, out_dir or prep.scenario.outputs.directory)

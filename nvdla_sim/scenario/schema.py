@@ -27,7 +27,7 @@ TOP_FIELDS = ("name", "hardware", "clock_mhz", "memory", "network", "precision",
               "quantization", "mode", "gpu_fallback", "outputs", "host", "batch",
               "winograd", "weight_compression", "input_format", "output_format", "memory_pools",
               "sparse_weights",
-              "post_extension")
+              "post_extension", "dla_cores", "second_network")
 MODES = ("values+timing", "timing", "timing-only")     # timing-only: an alias of timing
 REPORT_FORMATS = ("console", "json", "csv")
 
@@ -134,6 +134,8 @@ class Scenario:
     input_format: str = "auto"         # auto / dla_linear / dla_hwc4 / chw16 / chw32: TensorRT's
     output_format: str = "auto"        # DLA I/O formats (compiler/io_formats.py)
     sparse_weights: bool = False       # TensorRT's kSPARSE_WEIGHTS: 2:4 marks (compiler/sparsity.py)
+    dla_cores: int = 1                 # DLA cores sharing the DRAM interface (compiler/multicore.py)
+    second_network: NetworkSpec | None = None   # what core 2 runs (None: the same network)
 
     @property
     def values(self) -> bool:
@@ -754,6 +756,9 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
     network = _network(d.get("network"), base)
     precision, layer_precision = _precisions(d.get("precision", "int8"), hw)
     flags = _flags_of(d.get("precision"), hw)
+    pools = _memory_pools(d.get("memory_pools"), hw)
+    from ..compiler.multicore import parse_cores      # dla_cores, second_network
+    cores, second = parse_cores(d, hw, pools, lambda v: _network(v, base))
     return Scenario(
         path=None, name=name, hardware=hw, clock_mhz=clock, memory=memory, network=network,
         precision=precision, input=_input(d.get("input"), base),
@@ -764,10 +769,10 @@ def parse_scenario(data: Any, base: Path, default_name: str = "scenario") -> Sce
         winograd=_feature_mode(d, "winograd", hw, "winograd"),
         weight_compression=_feature_mode(d, "weight_compression", hw, "weight_compression"),
         post_extension=_post_extension(d, hw),
-        precision_flags=flags, memory_pools=_memory_pools(d.get("memory_pools"), hw),
+        precision_flags=flags, memory_pools=pools,
         input_format=_choice(d, "input_format", "", IO_FORMATS, "auto"),
         output_format=_choice(d, "output_format", "", IO_FORMATS, "auto"),
-        sparse_weights=_sparse_weights(d, hw))
+        sparse_weights=_sparse_weights(d, hw), dla_cores=cores, second_network=second)
 
 
 def load_scenario(path: str | Path) -> Scenario:
