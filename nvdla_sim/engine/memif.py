@@ -239,6 +239,104 @@ class MemoryInterface:
         return Transfer(start, spacing, n_req, last_request + interval, first, last, done,
                         n_req * interval)
 
+    def read_run(self, client: str, nbytes: int, count: int, port_free: float, pool, need: float,
+                 tracker, label: str) -> tuple[int, float]:
+        """Up to `count` more reads of `nbytes` as a request loop books them when nothing else
+        happens in between (issue 20: one call for a run of identical CDMA requests).
+
+        The loop this stands for, per request: sleep until the previous request freed the port
+        (`port_free`; the rule of `tokens.sleep_event`), take `need` credits of `pool` at once
+        (`Pool.acquire` granting without an event), `reserve` the read, and record its port
+        time as a busy span on `tracker`.  Every float is computed by the same operations in the
+        same order as that loop, so the bookings, clock, credits and spans are identical; the run
+        stops, before changing anything, at the first request the loop would wait for (an event
+        due first, credits short).  No event is processed meanwhile, so the event queue, the
+        pool's waiters and the other clients stand still.  Returns (requests booked, the last
+        one's port_free); the caller notes CBUF occupancy once after (it only grows here)."""
+        env = self.env
+        queue = env._queue
+        peek = queue[0][0] if queue else float("inf")
+        if count <= 0 or pool._waiters:
+            return 0, port_free
+        p = self.profile
+        n_req = max(1, -(-nbytes // self._burst_bytes))
+        data_cycles = nbytes / self.bus_bytes_per_cycle
+        req_cycles = data_cycles / n_req
+        interval, latency = p.read_request_interval_cycles, self.read_latency
+        limit = self._read_limit.get(None)
+        if limit is None:
+            limits = self.outstanding_limits
+            limit = self._read_limit[None] = min(limits) if limits else 0
+        if limit:
+            slot = (latency + req_cycles) / limit
+            if slot > interval:
+                interval = slot
+        head = (n_req - 1) * interval
+        port_cycles = n_req * interval
+        shared = self.shared_bytes_per_cycle
+        mem_cycles = nbytes / shared if shared else 0.0
+        bus = self._bus_free
+        ports = self._port_free
+        per = self.bytes_by_client.get(client)
+        if per is None:
+            per = self.bytes_by_client[client] = {"read": 0, "write": 0}
+        record = self.transfers.append if self._record else None
+        spans = tracker._open
+        booked = 0
+        now = env._now
+        while booked < count:
+            t = port_free                    # sleep_event(env, port_free)
+            if t > now:
+                wake = now + (t - now)
+                if not wake < peek:
+                    break
+            elif not peek > now:             # Pool.acquire: another event due this cycle
+                break
+            else:
+                wake = now
+            if not need <= pool.free + 1e-6:
+                break
+            env._now = now = wake
+            pool.free -= need
+            # reserve(client, "read", nbytes), written out
+            start = ports["read"]
+            if now > start:
+                start = now
+            last_request = start + head
+            port_free = ports["read"] = last_request + interval
+            own_bus = bus_free = bus["read"]
+            if shared and self._memory_free > bus_free:
+                bus_free = self._memory_free
+            data_start = start + latency
+            if bus_free > data_start:
+                data_start = bus_free
+            last = last_request + latency + req_cycles - 1
+            tail = data_start + data_cycles - 1
+            if tail > last:
+                last = tail
+            bus["read"] = (own_bus if own_bus > data_start else data_start) + data_cycles
+            if shared:
+                mem = self._memory_free
+                self._memory_free = (mem if mem > data_start else data_start) + mem_cycles
+            per["read"] += nbytes
+            if record is not None:
+                record((start, last + 1, client, "read", nbytes))
+            # tracker.busy(port_free - port_cycles, port_free, label), written out
+            span_start = port_free - port_cycles
+            if port_free > span_start:
+                cur = spans.get("busy")
+                if cur is not None and cur[2] == label and span_start <= cur[1] + 1e-9:
+                    if port_free > cur[1]:
+                        cur[1] = port_free
+                else:
+                    tracker.span("busy", span_start, port_free, label)
+            booked += 1
+        if booked:
+            used = pool.capacity - pool.free
+            if used > pool.peak:
+                pool.peak = used
+        return booked, port_free
+
     def transfer(self, client: str, direction: str, nbytes: int, outstanding: int | None = None):
         """Generator: wait until a transfer of `nbytes` has completed."""
         done = self.reserve(client, direction, nbytes, outstanding=outstanding).done + 1

@@ -33,7 +33,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
-from .tokens import GRANTED, Ready, Seg, sleep_event, wait_until, waited
+from .tokens import GRANTED, Ready, Seg, sleep_event, token_runs, wait_until, waited
 
 if TYPE_CHECKING:
     import simpy
@@ -238,6 +238,7 @@ def _cdma_data(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
     left = geom.data_atoms
     ready = env.now
     per_request = p.conv.cdma_request_atoms
+    runs = token_runs()
     while left > 0:
         n = min(per_request, left)
         # waits as in _cdma_weight (event-free paths of tokens.py, same cycles)
@@ -253,7 +254,16 @@ def _cdma_data(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
             ready = tr.last + p.conv.cbuf_write_cycles
             out.put(Seg(geom.data_entries, first + p.conv.cbuf_write_cycles, ready,
                         tag=geom.keep_data, end=True))
-        sleep = sleep_event(env, tr.port_free)
+        port_free = tr.port_free
+        if runs and left > per_request:
+            # full requests but the last, in one call while nothing else happens (exact)
+            booked, port_free = memif.read_run(
+                "CDMA_DAT", per_request * atom, (left - 1) // per_request, port_free, pool,
+                per_request * entries_per_atom, tracker, "read")
+            if booked:
+                left -= booked * per_request
+                tm.note_cbuf()
+        sleep = sleep_event(env, port_free)
         if sleep is not None:
             yield sleep
     tracker.flush()
@@ -284,6 +294,7 @@ def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
         yield from wait_until(env, tr.port_free)
     per_request = p.conv.cdma_request_atoms
     n_bounds = len(bounds)
+    runs = token_runs()
     while issued < total:
         n = min(per_request, total - issued)
         # The hot loop of a convolution (one pass per CDMA request): `waited` only when the
@@ -302,7 +313,17 @@ def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
                         tag=geom.keep_weights, end=group == n_bounds - 1))
             group += 1
         issued += n
-        sleep = sleep_event(env, tr.port_free)
+        port_free = tr.port_free
+        if runs and group < n_bounds and n == per_request:
+            # The full requests before the one that ends the next kernel group, in one call
+            # while nothing else happens (memif.read_run: the same bookings, exact).
+            booked, port_free = memif.read_run(
+                "CDMA_WT", n * atom, (bounds[group] - 1 - issued) // n, port_free, pool,
+                n * entries_per_atom, tracker, "read")
+            if booked:
+                issued += booked * n
+                tm.note_cbuf()
+        sleep = sleep_event(env, port_free)
         if sleep is not None:
             yield sleep
     while group < len(bounds):             # WEIGHT_REUSE: the groups are already in CBUF
