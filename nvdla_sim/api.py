@@ -214,13 +214,14 @@ def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
     if quiet:
         scn.outputs.formats = tuple(f for f in scn.outputs.formats if f != "console")
     prep = prepare(scn)
-    from .compiler.lower import lower_and_run
+    from .compiler.multicore import run_prepared      # lower_and_run, or dla_cores: 2
     from .report.tables import build_report, write_reports
     from .scenario.runner import context
     with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
-        result = lower_and_run(prep.plan, context(prep))
+        result, cores = run_prepared(prep, context(prep))
     values = batch_values(prep.plan, result) if scn.values else None
     report = build_report(prep, result, values)
+    report.cores = cores
     _plain_numbers(report)
     write_reports(report, prep, result, scn.outputs.directory)
     layers = prep.plan.layers

@@ -48,7 +48,9 @@ def lowered_pair(scn, second_seed: int = 2):
     return (low0, ctx), (low1, ctx1), prep1
 
 
-def test_one_core_alone_has_the_single_core_cycles(tmp_path):
+def test_one_core_alone_has_the_single_core_cycles(tmp_path, monkeypatch):
+    # (without run_lowered's repeated-step cache, which replays to a few ulps)
+    monkeypatch.setenv("NVDLA_SIM_NO_STEP_CACHE", "1")
     for preset, memory in (("nv_large", {}), ("xavier_dla", {"cvsram_bytes": 1 << 20})):
         scn = scenario(tmp_path, preset, memory=memory)
         prep = prepare(scn)
@@ -81,7 +83,8 @@ def test_two_cores_contend_for_the_dram(tmp_path):
         sum(t.dram_read_bytes for t in single.layers)
 
 
-def test_uncapped_memory_does_not_couple_the_cores(tmp_path):
+def test_uncapped_memory_does_not_couple_the_cores(tmp_path, monkeypatch):
+    monkeypatch.setenv("NVDLA_SIM_NO_STEP_CACHE", "1")
     # rtl_testbench: no bandwidth cap, so the shared memory is no bottleneck in this model;
     # each core keeps its own request ports, outstanding reads and data bus
     scn = scenario(tmp_path, memory={"profile": "rtl_testbench"})
@@ -182,3 +185,33 @@ def test_orin_pools_are_per_core(tmp_path):
     # Orin: 1 MiB of SRAM per core, so two 1 MiB pools are fine
     scn = scenario(tmp_path, "orin_dla", dla_cores=2, memory_pools={"managed_sram": "1MiB"})
     assert scn.dla_cores == 2 and scn.second_network is None
+
+
+def test_batch_and_gpu_fallback_on_two_cores(tmp_path):
+    # nv_full batch 2 on each core, a GPU-fallback layer between DLA layers (LRN of size 4 is
+    # not an NVDLA window), values mode: each core's images equal the single-core run's
+    lrn = {"name": "n1", "type": "lrn", "size": 4}
+    scn = scenario(tmp_path, "nv_full", mode="values+timing", batch=2,
+                   layers=(CONV, lrn, CONV2, FC))
+    (low0, ctx0), (low1, ctx1), prep1 = lowered_pair(scn)
+    assert any(step.gpu for step in low0.steps)
+    assert dram_footprint(low1)[0] >= dram_footprint(low0)[1]
+    runs = run_cores([(low0, ctx0), (low1, ctx1)], share_cvsram=False)
+    single1 = run_lowered(lower(prep1.plan, ctx1), ctx1)
+    assert len(runs[1].result.batch_outputs) == 2
+    for got, want in zip(runs[1].result.batch_outputs, single1.batch_outputs):
+        for name, cube in want.items():
+            np.testing.assert_array_equal(got[name], cube)
+
+
+def test_api_and_sweep_points_run_both_cores(tmp_path):
+    from nvdla_sim.api import run as api_run
+    from nvdla_sim.sweep.point import run_scenario_point
+    d = {"hardware": "nv_large", "mode": "timing", "dla_cores": 2,
+         "network": {"input": [16, 16, 16], "layers": [CONV, POOL, CONV2, FC]},
+         "outputs": {"directory": str(tmp_path / "o"), "formats": ["json"], "plots": False}}
+    rep = api_run(d).report
+    assert rep.cores["dla_cores"] == 2
+    one = run_scenario_point({**d, "dla_cores": 1}, str(tmp_path))
+    two = run_scenario_point(d, str(tmp_path))
+    assert two["cycles"] == rep.cores["cores"][0]["latency_cycles"] > one["cycles"]

@@ -189,10 +189,10 @@ def _core_steps(run: CoreRun, engine: Engine, lowered, ctx: LoweringContext, tap
 
 
 def alone_cycles(lowered, ctx: LoweringContext) -> float:
-    """A lowered network's latency with no other core running (a timing-only run of its
-    program: cycles never depend on values)."""
-    return run_cores([(lowered, replace(ctx, values=False, timeline=False))], False)[0] \
-        .result.total_cycles
+    """A lowered network's latency with no other core running: what `dla_cores: 1` reports (a
+    timing-only `run_lowered` of its program: cycles never depend on values)."""
+    from .lower import run_lowered
+    return run_lowered(lowered, replace(ctx, values=False, timeline=False)).total_cycles
 
 
 # --------------------------------------------------------------------------------------------------
@@ -324,3 +324,14 @@ def _second_image(prep, input_spec):
         ref = batch_reference(prep.network, prep.weights, x) if scn.batch > 1 \
             else run_reference(prep.network, prep.weights, x)
     return replace(prep, input=x, reference=ref)
+
+
+def run_prepared(prep, ctx: LoweringContext) -> tuple[PlanResult, dict | None]:
+    """What `lower_and_run` is for a prepared scenario, with its `dla_cores`: one core, the
+    plain run and no cores section; two, `run_scenario_cores` (core 0's result and the section).
+    The API and the sweep points call this."""
+    from .lower import lower, run_lowered
+    lowered = lower(prep.plan, ctx)
+    if getattr(prep.scenario, "dla_cores", 1) > 1:
+        return run_scenario_cores(prep, lowered, ctx)
+    return run_lowered(lowered, ctx), None

@@ -60,7 +60,11 @@ def run_scenario_point(scenario: dict, base_dir: str) -> dict:
     from ..compiler.lower import lower_and_run
     from ..scenario.runner import batch_values, context, output_sqnr_db
     prep = compile_point(scenario, base_dir)
-    result = lower_and_run(prep.plan, replace(context(prep), timeline=False))
+    if prep.scenario.dla_cores > 1:     # core 0's latency under contention (compiler/multicore.py)
+        from ..compiler.multicore import run_prepared
+        result = run_prepared(prep, replace(context(prep), timeline=False))[0]
+    else:
+        result = lower_and_run(prep.plan, replace(context(prep), timeline=False))
     values = batch_values(prep.plan, result) if prep.scenario.values else None
     report = build_report(prep, result, values)
     lowest = report.lowest_sqnr
