@@ -93,8 +93,9 @@ def pack_direct_weights(weights: np.ndarray, dtype: DataType | None = None,
     w, dtype = _weights(weights, dtype, "direct weight format")
     check_alignment("weight", start=address)
     group = _group(kernel_group_, dtype)
-    flat = np.zeros(w.size, w.dtype)
-    flat[direct_weight_offsets(*w.shape, atomic_c, group)] = w
+    flat = np.empty(w.size, w.dtype)
+    for (k0, k1, c0, c1, blocks), at, size in _direct_pieces(w.shape, atomic_c, group):
+        flat[at:at + size] = _piece(w[k0:k1, c0:c1], blocks).ravel()
     return _pad_image(element_bytes(flat).reshape(-1))
 
 
@@ -105,7 +106,42 @@ def unpack_direct_weights(raw, shape: tuple[int, int, int, int], dtype: DataType
     n = int(np.prod(shape))
     need(raw, n * dtype.bytes, "direct weight format")
     flat = from_bytes(raw[:n * dtype.bytes], dtype)
-    return flat[direct_weight_offsets(*shape, atomic_c, _group(kernel_group_, dtype))]
+    k, c, r, s = shape
+    w = np.empty(shape, flat.dtype)
+    for (k0, k1, c0, c1, blocks), at, size in _direct_pieces(shape, atomic_c,
+                                                             _group(kernel_group_, dtype)):
+        w[k0:k1, c0:c1] = _unpiece(flat[at:at + size], k1 - k0, c1 - c0, r, s, blocks)
+    return w
+
+
+# The direct format as whole pieces instead of per-element offsets (the same order as
+# direct_weight_offsets, one transpose per piece): a piece is one kernel group's run of equal
+# channel blocks (all full blocks of the group, then the short last block if any), stored block
+# by block as (R, S, kernels of the group, channels of the block).
+def _direct_pieces(shape: tuple[int, int, int, int], atomic_c: int, group: int):
+    """((k0, k1, c0, c1, blocks), element offset, elements) of each piece in image order."""
+    kernels, channels, rows, cols = shape
+    full = channels // atomic_c * atomic_c
+    at = 0
+    for k0 in range(0, kernels, group):
+        k1 = min(kernels, k0 + group)
+        for c0, c1, blocks in ((0, full, full // atomic_c), (full, channels, 1)):
+            if c1 > c0:
+                size = (k1 - k0) * (c1 - c0) * rows * cols
+                yield (k0, k1, c0, c1, blocks), at, size
+                at += size
+
+
+def _piece(w: np.ndarray, blocks: int) -> np.ndarray:
+    """(Kg, blocks * Cb, R, S) weights -> (blocks, R, S, Kg, Cb) in image order."""
+    kg, c, r, s = w.shape
+    return w.reshape(kg, blocks, c // blocks, r, s).transpose(1, 3, 4, 0, 2)
+
+
+def _unpiece(flat: np.ndarray, kg: int, c: int, r: int, s: int, blocks: int) -> np.ndarray:
+    """The inverse of _piece: image elements -> (Kg, blocks * Cb, R, S)."""
+    return flat.reshape(blocks, r, s, kg, c // blocks).transpose(3, 0, 4, 1, 2).reshape(kg, c,
+                                                                                         r, s)
 
 
 # -- image input -------------------------------------------------------------------------------

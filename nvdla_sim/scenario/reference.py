@@ -2,7 +2,8 @@
 
 Tensors are (C, H, W) float32 arrays (one image).  Convolutions run as one matrix product per kernel
 position (K x C times C x OH*OW, i.e. im2col split by position so no R*S-times copy of the input is
-ever held); everything else is whole-array numpy.
+ever held; float32 BLAS on one thread, about 27 GMAC per CPU second here); everything else is
+whole-array numpy.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 
 from ..compiler.network import Network, Op
 from ..errors import NvdlaSimError
+from ..kernels.blas import single_thread
 from .weights import Weights
 
 
@@ -28,15 +30,16 @@ def conv2d(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride=(1
     kg = k // groups
     dtype = np.result_type(x.dtype, weight.dtype, np.float32)   # float64 in: exact integer sums
     out = np.zeros((k, oh * ow), dtype)
-    for g in range(groups):
-        xg = xp[g * cg:(g + 1) * cg]
-        wg = weight[g * kg:(g + 1) * kg].astype(dtype, copy=False)
-        acc = out[g * kg:(g + 1) * kg]
-        for i in range(r):
-            for j in range(s):
-                y0, x0 = i * dh, j * dw
-                patch = xg[:, y0:y0 + sh * (oh - 1) + 1:sh, x0:x0 + sw * (ow - 1) + 1:sw]
-                acc += wg[:, :, i, j] @ patch.reshape(cg, oh * ow)
+    with single_thread():          # one BLAS thread: kernels/blas.py says why
+        for g in range(groups):
+            xg = xp[g * cg:(g + 1) * cg]
+            wg = weight[g * kg:(g + 1) * kg].astype(dtype, copy=False)
+            acc = out[g * kg:(g + 1) * kg]
+            for i in range(r):
+                for j in range(s):
+                    y0, x0 = i * dh, j * dw
+                    patch = xg[:, y0:y0 + sh * (oh - 1) + 1:sh, x0:x0 + sw * (ow - 1) + 1:sw]
+                    acc += wg[:, :, i, j] @ patch.reshape(cg, oh * ow)
     if bias is not None:
         out += bias.astype(dtype)[:, None]
     return out.reshape(k, oh, ow)

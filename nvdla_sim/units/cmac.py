@@ -17,6 +17,7 @@ from typing import Generator
 import numpy as np
 
 from ..kernels.conv import conv_lines, winograd_mac
+from ..kernels.conv_gemm import conv_lines_gemm
 from ..regs import GroupView
 from ..timing import conv as conv_timing
 from .base import Unit
@@ -56,12 +57,44 @@ def mac_layer(job: ConvJob | WinogradJob | BatchJob, kernels: np.ndarray) -> np.
             tiles, weights = tiles.view(np.uint16), weights.view(np.uint16)
         winograd_mac(tiles, np.ascontiguousarray(weights[kernels]), sums)
         return sums
+    whole = _gemm_sums(job)
+    if whole is not None:
+        return whole[kernels]
     sums = np.empty((len(kernels), job.out_h, job.out_w), np.int64)
     lines, weights = job.lines, job.weights
     if lines.dtype == np.float16:                 # the C model's float formats work on the bits
         lines, weights = lines.view(np.uint16), weights.view(np.uint16)
     conv_lines(lines, np.ascontiguousarray(weights[kernels]), sums, job.kernel_w,
                job.kernel_c, job.x_step, job.s_step, job.y_step, job.r_step, job.block_c)
+    return sums
+
+
+# Sums of every kernel of the last few jobs computed by BLAS (kernels/conv_gemm.py): both CMAC
+# halves receive the same job, so the first computes all kernels in one matrix product (one
+# im2col matrix) and the second takes its kernels from here.  Keyed by the job object itself;
+# an entry (None: not provably exact) leaves when both halves have asked (or the cache is full).
+_GEMM_CACHE: dict[int, list] = {}
+_GEMM_CACHE_JOBS = 4
+
+
+def _gemm_sums(job: ConvJob) -> np.ndarray | None:
+    """(K, OH, OW) int64 sums of all the job's kernels by BLAS where that is provably the
+    hardware's result (INT8; INT16 whose 48-bit accumulation cannot saturate), else None."""
+    if job.lines.dtype not in (np.int8, np.int16):
+        return None
+    entry = _GEMM_CACHE.get(id(job))
+    if entry is not None and entry[0] is job:
+        entry[2] -= 1
+        if entry[2] <= 0:
+            del _GEMM_CACHE[id(job)]
+        return entry[1]
+    sums = np.empty((job.kernels, job.out_h, job.out_w), np.int64)
+    if not conv_lines_gemm(job.lines, job.weights, sums, job.kernel_w, job.kernel_c, job.x_step,
+                           job.s_step, job.y_step, job.r_step):
+        sums = None                               # the exact kernel runs each half
+    if len(_GEMM_CACHE) >= _GEMM_CACHE_JOBS:
+        del _GEMM_CACHE[next(iter(_GEMM_CACHE))]
+    _GEMM_CACHE[id(job)] = [job, sums, 1]         # one more half to serve
     return sums
 
 
