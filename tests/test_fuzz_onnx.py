@@ -108,7 +108,7 @@ HOSTILE = [
      "input 'x' has shape [1, 3, 100000, 100000]: above 8192"),
     (model([helper.make_node("Relu", ["x"], ["y"])], [], in_shape=(1, 3, -4, 8)), "input 'x'"),
     (node("Softmax", axis=7), "node 'n0' (Softmax)"),
-    (node("Resize"), "node 'n0' (Resize): not supported"),
+    (node("Resize"), "node 'n0' (Resize): the scales (or sizes) must be constants"),
 ]
 
 

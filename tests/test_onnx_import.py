@@ -121,8 +121,8 @@ def test_avgpool_excluding_padding_is_a_fallback():
 
 
 @pytest.mark.parametrize("node, inits, expect", [
-    (helper.make_node("Resize", ["x", "", "sc"], ["y"]), [const("sc", [1, 1, 2, 2])],
-     "node 'y' (Resize): not supported by the importer"),
+    (helper.make_node("Resize", ["x", "", "sc"], ["y"], mode="cubic"), [const("sc", [1, 1, 2, 2])],
+     "node 'y' (Resize): mode cubic is not modelled (nearest, linear)"),
     (helper.make_node("Concat", ["x", "x"], ["y"], axis=2), [],
      "node 'y' (Concat): concatenation along axis 2 (only channels, axis 1)"),
     (helper.make_node("Conv", ["x", "w3"], ["y"]), [const("w3", np.ones((2, 2, 3)))],

@@ -1,4 +1,5 @@
-"""RUBIK is not modelled: enabling it is a clear UnsupportedError, never a deadlock."""
+"""RUBIK SPLIT / MERGE are not modelled: enabling them is a clear UnsupportedError, never a
+deadlock (CONTRACT: tests/test_dla_layers_a.py)."""
 import pytest
 
 from nvdla_sim.config import load_hardware
@@ -15,7 +16,7 @@ def test_rubik_layer_is_refused_with_its_mode():
         "RBK.D_MISC_CFG": {"RUBIK_MODE": 1},
         "RBK.D_OP_ENABLE": {"OP_EN": 1},
     }, version=1) + [IntrNotify("RUBIK", 0, "rbk_done")])
-    with pytest.raises(UnsupportedError, match="RUBIK_MODE=SPLIT.*not modelled"):
+    with pytest.raises(UnsupportedError, match="RUBIK_MODE=SPLIT: only CONTRACT"):
         Engine(hw).run(program)
 
 

@@ -100,6 +100,30 @@ RULES = {r.name: r for r in (
     Rule("concat.inputs", "tensorrt", "at least two inputs"),
     Rule("softmax.orin_only", "dla", "Softmax only on Orin, not Xavier"),
     Rule("softmax.engine", "hardware", "NVDLA v1/v2 has no softmax engine"),
+    # deconvolution, resize, slice, shuffle (compiler/deconv.py; slices: hwlayers.py views)
+    Rule("deconv.kernel", "tensorrt", "kernel dimensions in 1..32, or 1x[64, 96, 128] / [64, 96, 128]x1"),
+    Rule("deconv.stride", "tensorrt", "stride in 1..32, or 1x[64, 96, 128] / [64, 96, 128]x1"),
+    Rule("deconv.square_23_32", "dla", "square kernels and strides 23..32 disabled"),
+    Rule("deconv.padding", "tensorrt", "padding 0"),
+    Rule("deconv.groups", "tensorrt", "groups 1"),
+    Rule("deconv.dilation", "tensorrt", "dilation 1"),
+    Rule("deconv.input_channels", "tensorrt", "input channels in 1..8192"),
+    Rule("deconv.output_maps", "tensorrt", "output maps in 1..8192"),
+    Rule("deconv.subkernel", "hardware", "each phase's sub-kernel ceil(k/s) at most 32 taps "
+                                         "(CSC WEIGHT_WIDTH_EXT)"),
+    Rule("deconv.rubik", "hardware", "a stride above 1 needs RUBIK contract (nv_full, DLA)"),
+    Rule("resize.nearest", "tensorrt", "nearest: integer scales in 1..32"),
+    Rule("resize.bilinear", "tensorrt", "bilinear: integer scales in 1..4"),
+    Rule("resize.bilinear_lowering", "hardware", "bilinear resize is not compiled (the "
+                                                 "edge-clamped taps are no zero-padded deconvolution)"),
+    Rule("resize.rubik", "hardware", "a scale above 1 needs RUBIK contract (nv_full, DLA)"),
+    Rule("slice.channel_atom", "hardware", "a channel slice starts on an atom and ends on one "
+                                           "(or at the tensor's last channel): read in place"),
+    Rule("slice.spatial", "hardware", "slices along H / W are not compiled (no in-place view)"),
+    Rule("slice.view_consumer", "hardware", "a slice view cannot also be a concatenation part"),
+    Rule("shuffle.transpose", "hardware", "a transpose moves data: RUBIK split/merge convert "
+                                          "feature <-> planar only, no CHW permutation"),
+    Rule("shuffle.reshape", "hardware", "a reshape that changes the CHW layout needs a copy"),
 )}
 
 
@@ -177,6 +201,79 @@ def _pool(op: Op) -> list[str]:
     return r
 
 
+def _deconv(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: bool) -> list[str]:
+    a = op.attrs
+    x = net.shapes[op.inputs[0]]
+    r = []
+    for rule, name, v in (("deconv.kernel", "kernel", a["kernel"]), ("deconv.stride", "stride", a["stride"])):
+        long_ok = tuple(v) in {(1, n) for n in (64, 96, 128)} | {(n, 1) for n in (64, 96, 128)}
+        if not long_ok:
+            r += _range(rule, name, v, 1, 32)
+    for name, v in (("kernel", a["kernel"]), ("stride", a["stride"])):
+        if dla and v[0] == v[1] and 23 <= v[0] <= 32:
+            r.append(_tag("deconv.square_23_32", f"square {name} {v[0]}x{v[1]} in 23..32 "
+                                                 "(TensorRT disables it on DLA)"))
+    if any(a["pad"]):
+        r.append(_tag("deconv.padding", f"padding {','.join(map(str, a['pad']))} (DLA: 0)"))
+    if a.get("groups", 1) != 1:
+        r.append(_tag("deconv.groups", f"groups {a['groups']} (DLA: 1)"))
+    if tuple(a["dilation"]) != (1, 1):
+        r.append(_tag("deconv.dilation", f"dilation {a['dilation'][0]}x{a['dilation'][1]} (DLA: 1)"))
+    r += _range("deconv.input_channels", "input channels", [x.c], 1, MAX_DIM)
+    r += _range("deconv.output_maps", "output maps", [a["out_channels"]], 1, MAX_DIM)
+    if not r:
+        r += _phased(op, net, hw, dtype, dla, "deconv", a["kernel"], a["stride"])
+    return r
+
+
+def _phased(op, net, hw, dtype, dla, family: str, kernel, stride) -> list[str]:
+    """What the lowering of compiler/deconv.py needs: M = ceil(k/s) taps per phase, RUBIK for a
+    stride above 1, and on a DLA preset the CBUF budget of the phase convolution."""
+    from .deconv import subkernel
+    x = net.shapes[op.inputs[0]]
+    m = subkernel(tuple(kernel), tuple(stride))
+    r = []
+    if max(m) > 32:
+        r.append(_tag(f"{family}.subkernel", f"sub-kernel {m[0]}x{m[1]} of kernel "
+                      f"{kernel[0]}x{kernel[1]} at stride {stride[0]}x{stride[1]} above 32 taps"))
+    if tuple(stride) != (1, 1) and not (hw.features.rubik and hw.memory_atomic_bytes == 32):
+        r.append(_tag(f"{family}.rubik", f"stride {stride[0]}x{stride[1]} needs RUBIK contract, "
+                                         f"which {hw.name} does not have"))
+    if dla and not r:
+        r += _cbuf_banks(hw, dtype, x.c, x.w + 2 * (m[1] - 1), m, (1, 1))
+    return r
+
+
+def _resize(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: bool) -> list[str]:
+    mode, scale = op.attrs["mode"], tuple(op.attrs["scale"])
+    if mode == "nearest":
+        r = _range("resize.nearest", "nearest scale", scale, 1, 32)
+        return r or _phased(op, net, hw, dtype, dla, "resize", scale, scale)
+    r = _range("resize.bilinear", "bilinear scale", scale, 1, 4)
+    if not r and scale != (1, 1):
+        r.append(_tag("resize.bilinear_lowering", "bilinear resize: not compiled for the DLA "
+                                                  "(edge-clamped taps)"))
+    return r
+
+
+def _slice(op: Op, net: Network, hw: HardwareConfig, dtype: DataType) -> list[str]:
+    a = op.attrs
+    x = net.shapes[op.inputs[0]]
+    y = net.shapes[op.name]
+    if (y.h, y.w) != (x.h, x.w):
+        return [_tag("slice.spatial", f"slice of rows/columns {x.h}x{x.w} -> {y.h}x{y.w} "
+                                      "(only channel slices are read in place)")]
+    atom = dtype.elements_per_atom(hw.memory_atomic_bytes)
+    start, n = a["start"], a["channels"]
+    if start % atom or (n % atom and start + n != x.c):
+        return [_tag("slice.channel_atom", f"channel split: channels {start}..{start + n - 1} of {x.c} not on "
+                                           f"{atom}-channel atoms (a copy would be needed)")]
+    if any(u.kind == "concat" for u in net.consumers().get(op.name, [])):
+        return [_tag("slice.view_consumer", "channel split: a part read by a concatenation (the view "
+                                            "cannot move into the concatenation's buffer)")]
+    return []
+
+
 def op_violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType = INT8,
                   batch: int = 1) -> list[str]:
     """Reasons (each naming its rule) why the DLA of `hw` cannot run `op` in `dtype` (for kinds
@@ -217,6 +314,20 @@ def op_violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType = IN
     elif k == "concat":
         if len(op.inputs) < 2:
             r.append(_tag("concat.inputs", "concatenation of fewer than two inputs"))
+    elif k == "deconv":
+        r += _deconv(op, net, hw, dtype, dla)
+    elif k == "resize":
+        r += _resize(op, net, hw, dtype, dla)
+    elif k == "slice":
+        r += _slice(op, net, hw, dtype)
+    elif k in ("shuffle", "transpose"):
+        r.append(_tag("shuffle.transpose", f"{'channel shuffle' if k == 'shuffle' else 'transpose'}"
+                                           ": a channel permutation NVDLA cannot do (Rubik "
+                                           "split/merge only convert feature <-> planar); it "
+                                           "runs on the GPU"))
+    elif k == "reshape":
+        r.append(_tag("shuffle.reshape", "reshape changing the CHW layout: the DLA would need a "
+                                         "copy; it runs on the GPU"))
     elif k == "softmax":
         if dla and not target.softmax:
             r.append(_tag("softmax.orin_only", f"softmax: TensorRT runs it on Orin's DLA only, "
@@ -230,6 +341,7 @@ def op_violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType = IN
 
 COVERED_KINDS = frozenset(("conv", "fc", "pool", "lrn", "sigmoid", "tanh", "clip", "add", "mul",
                            "max", "min", "concat", "softmax"))
+COVERED_KINDS |= {"deconv", "resize", "slice", "shuffle", "transpose", "reshape"}
 
 
 # --------------------------------------------------------------------------------------------------

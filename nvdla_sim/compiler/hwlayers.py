@@ -35,6 +35,7 @@ import numpy as np
 from ..config import HardwareConfig
 from ..datatype import INT8, DataType
 from ..errors import NvdlaSimError
+from .deconv import PHASED, emit_phased_chain
 from .network import Network, Op, Shape
 from .support import SupportReport
 
@@ -196,6 +197,7 @@ class HwLayer:
     sdp: SdpSpec | None = None
     pdp: PdpSpec | None = None
     cdp: CdpSpec | None = None
+    rubik: object = None               # compiler/deconv.RubikSpec (kind "rubik")
     reason: str = ""                   # gpu: why it is not on the DLA
     notes: list[str] = field(default_factory=list)
     quant: object = None               # integer parameters, filled by scenario.quantize
@@ -384,6 +386,8 @@ class _Builder:
                 self._place_concat(op)
             elif op.kind == "flatten" and self.support.on_dla(op.name):
                 t.alias_of, t.materialised = op.inputs[0], False
+            elif op.kind == "slice" and self.support.on_dla(op.name):   # read in place
+                t.alias_of, t.channel_offset = op.inputs[0], op.attrs["start"]
         # An element-wise op reads its operands at the same stored channels as it writes (the SDP
         # streams both cubes surface by surface), so its inputs and output share one layout: an
         # operand with holes (a concatenation off the atom) lays out the other operand's producers
@@ -483,7 +487,7 @@ class _Builder:
                 self._close_inputs(op, open_chains)
                 order.append(("gpu", op))
                 continue
-            if op.kind in ("conv", "fc"):
+            if op.kind in ("conv", "fc") + PHASED:
                 ch = _Chain(op, "flying", self._conv_input(op), ops=[op.name], end=op.name)
                 if op.attrs.get("relu"):
                     ch.post.append(PostOp("relu", op.name, out_tensor=op.name))
@@ -491,14 +495,15 @@ class _Builder:
                 pending[id(ch)] = len(order)
                 order.append(("chain", ch))
                 continue
-            if op.kind == "flatten":
-                continue                             # alias; the FC reads its source
+            if op.kind in ("flatten", "slice"):
+                continue                             # alias; the readers read its source
             if op.kind == "concat":
                 self._close_inputs(op, open_chains)
                 continue
             if op.kind == "pool":
                 ch = open_chains.get(op.inputs[0])
-                if ch is not None and self.single_use(op.inputs[0]) and ch.pool is None:
+                if ch is not None and self.single_use(op.inputs[0]) and ch.pool is None \
+                        and ch.anchor.kind not in PHASED:
                     ch.pool, ch.end = op, op.name
                     ch.ops.append(op.name)
                     del open_chains[op.inputs[0]]
@@ -567,6 +572,8 @@ class _Builder:
             ch = open_chains[main]
             if ch.pool is not None:
                 continue
+            if ch.anchor.kind in PHASED and op.kind not in ("relu", "clip"):
+                continue                 # the phase cube: only value-wise post-ops (deconv.py)
             if op.kind == "batchnorm" and ch.anchor.kind in ("conv", "fc") and not ch.post \
                     and ch.fold is None:
                 w = self.weights[op.name]
@@ -645,6 +652,8 @@ class _Builder:
 
     def _emit_chain(self, ch: _Chain) -> None:
         row = self._row(ch.anchor.name)
+        if ch.anchor.kind in PHASED:
+            return emit_phased_chain(self, ch, row)
         sdp_end = ch.pool.inputs[0] if ch.pool is not None else ch.end
         layout = self.tensors[sdp_end].layout
         reads = [p.operand_tensor for p in ch.post if p.operand_tensor is not None]

@@ -40,11 +40,13 @@ import numpy as np
 
 from ..datatype import INT8
 from ..engine import Engine, RunResult
-from ..errors import NvdlaSimError
+from ..errors import NvdlaSimError, UnsupportedError
 from ..progress_hook import follow as follow_progress
 from ..program import IntrNotify, RegisterProgram, RegWrite, SyncWait
 from .emit import ProgramBuilder, cube_image, read_output
 from .emit_cdp import emit_cdp
+from .deconv import contracted_outputs
+from .emit_rubik import emit_contract
 from .io_formats import check_outputs, image_line_align
 from .sparsity import sparsity_verdicts
 from .emit_conv import ConvBatch, ConvLayer, conv_cbuf_plan, emit_conv, image_placement, \
@@ -187,7 +189,7 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
         return _place_batch(plan, ctx, alloc, groups, images, strides if strides is not None else {})
     life, line_align, image_root, atom, cvsram = _placement_start(plan, ctx, groups)
     buffers = {}
-    padded = winograd_outputs(plan)
+    padded = {**winograd_outputs(plan), **contracted_outputs(plan)}   # (deconv.py: RUBIK)
     for name in sorted(life, key=lambda n: life[n][0]):
         t = plan.tensors[name]
         c, h, w = t.stored_channels, t.shape.h, t.shape.w
@@ -377,6 +379,9 @@ def _emit_step(b: ProgramBuilder, alloc: Allocator, group: list[HwLayer],
                 _emitted(b, Step([pool], outputs=[(pool.output, pdp_dst)]),
                          lambda: emit_pdp(b, pool.quant, tmp, pdp_dst))]
     dst = _view(buffers, layer.output)
+    if layer.kind == "rubik":               # a RUBIK contract of a deconvolution (deconv.py)
+        return [_emitted(b, Step([layer], outputs=[(layer.output, dst)]),
+                         lambda: emit_contract(b, layer.name, layer.rubik.contract, src, dst))]
     emitters = {"pdp": emit_pdp, "cdp": emit_cdp}
     if layer.kind not in emitters:
         raise NvdlaSimError(f"{layer.name}: no lowering for hardware layer kind '{layer.kind}'")
@@ -520,6 +525,9 @@ def lower(plan: HwPlan, ctx: LoweringContext, images: bool | None = None,
         for v in sparsity_verdicts(plan, hw, image_root):
             chosen.setdefault(v.layer, []).append(v.note())
     n = ctx.batch
+    if n > 1 and any(layer.kind == "rubik" for layer in plan.layers):
+        raise UnsupportedError("batch: a RUBIK contract (deconvolution / resize) runs one image "
+                               "(its padded output cube is not placed per image)")
     if images:
         if ctx.input_int8 is None:
             raise NvdlaSimError("values mode needs the quantised network input")

@@ -147,8 +147,31 @@ def infer_shape(op: Op, ins: list[Shape]) -> Shape:
     if k == "pad":               # reflect / edge padding of H and W: (top, left, bottom, right)
         pt, pl, pb, pr = op.attrs["pads"]
         return Shape(x.c, x.h + pt + pb, x.w + pl + pr)
-    if k == "slice":             # channels [start, start + channels) (an ONNX Split output)
-        if op.attrs["start"] + op.attrs["channels"] > x.c:
+    if k == "deconv":            # transposed convolution (compiler/deconv.py)
+        (kh, kw), (sh, sw), (pt, pl, pb, pr), (dh, dw) = (op.attrs["kernel"], op.attrs["stride"],
+                                                          op.attrs["pad"], op.attrs["dilation"])
+        oh = (x.h - 1) * sh + dh * (kh - 1) + 1 - pt - pb
+        ow = (x.w - 1) * sw + dw * (kw - 1) + 1 - pl - pr
+        if oh <= 0 or ow <= 0 or x.c % op.attrs.get("groups", 1):
+            raise ValueError(f"layer '{op.name}': deconvolution padding larger than its output "
+                             "or channels not divisible by groups")
+        return Shape(op.attrs["out_channels"], oh, ow)
+    if k == "resize":            # integer scales (sh, sw), nearest or bilinear
+        sh, sw = op.attrs["scale"]
+        return Shape(x.c, x.h * sh, x.w * sw)
+    if k == "transpose":         # a permutation of (C, H, W)
+        dims = (x.c, x.h, x.w)
+        return Shape(*(dims[i] for i in op.attrs["perm"]))
+    if k == "reshape":           # the C*H*W elements in row-major order, another (C, H, W)
+        c, h, w = op.attrs["shape"]
+        if c * h * w != x.elements:
+            raise ValueError(f"layer '{op.name}': reshape of {x.elements} elements to {c}x{h}x{w}")
+        return Shape(c, h, w)
+    if k == "slice":             # channels [start, start + channels) (an ONNX Split output);
+        if op.attrs["start"] + op.attrs["channels"] > x.c:   # rows / cols: (first, count)
             raise ValueError(f"layer '{op.name}': channels beyond its input's {x.c}")
-        return Shape(op.attrs["channels"], x.h, x.w)
+        (r0, rn), (c0, cn) = op.attrs.get("rows", (0, x.h)), op.attrs.get("cols", (0, x.w))
+        if min(r0, c0) < 0 or min(rn, cn) < 1 or r0 + rn > x.h or c0 + cn > x.w:
+            raise ValueError(f"layer '{op.name}': rows/columns beyond its input's {x.h}x{x.w}")
+        return Shape(op.attrs["channels"], rn, cn)
     return x      # relu, prelu, sigmoid, tanh, batchnorm, lrn, softmax, clip: shape-preserving

@@ -17,10 +17,11 @@ Each op that cannot run gets reason strings (the limits below are named rules in
 - concatenation along channels with at least two inputs;
 - reshape/flatten only in front of fully connected layers (other layouts need a copy);
 - softmax: no engine for it in NVDLA v1/v2;
-- channel shuffle: a channel permutation, which only Rubik could do (not modelled);
+- channel shuffle / transpose / layout-changing reshape: a permutation NVDLA has no engine for
+  (`shuffle.*` rules);
 - reflect / edge padding: the CDMA and PDP pad with a constant (PAD_VALUE) only;
-- channel split: the compiler places every tensor as a buffer of its own; a part starting on an
-  atom boundary could be read in place (address + surfaces x SURF_STRIDE), not modelled.
+- deconvolution, resize, channel slices: `deconv.*`, `resize.*`, `slice.*` rules (a slice on
+  atoms is read in place: compiler/hwlayers.py aliases it).
 """
 from __future__ import annotations
 
@@ -65,16 +66,9 @@ def check_support(net: Network, hw: HardwareConfig, dtype: DataType = INT8,
             if not users or any(u.kind != "fc" for u in users):
                 reasons.append("reshape feeding something other than a fully connected layer "
                                "(the DLA would need a layout copy)")
-        elif k == "shuffle":
-            reasons.append("channel shuffle: NVDLA has no channel permutation outside Rubik "
-                           "(not modelled); it runs on the GPU")
         elif k == "pad":
             reasons.append(f"{op.attrs.get('mode')} padding: the DLA pads with a constant only "
                            "(CDMA/PDP PAD_VALUE); it runs on the GPU")
-        elif k == "slice":
-            reasons.append("channel split: a part is a tensor of its own and NVDLA has no copy "
-                           "engine for it (in-place reads of atom-aligned parts are not modelled); "
-                           "it runs on the GPU")
         elif k not in ("relu", "prelu", "batchnorm"):
             reasons.append(f"op kind '{k}' has no DLA mapping")
         if reasons:

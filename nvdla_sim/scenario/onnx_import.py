@@ -58,6 +58,13 @@ KNOWN_ATTRS: dict[str, set[str]] = {
     "Add": set(), "Mul": set(), "Sub": set(), "Max": set(), "Min": set(), "Concat": {"axis"},
     "LRN": {"alpha", "beta", "bias", "size"},
     "Flatten": {"axis"}, "Reshape": {"allowzero"}, "Squeeze": {"axes"}, "Unsqueeze": {"axes"},
+    # deconvolution, resize, slice (onnx_resample.py)
+    "ConvTranspose": {"auto_pad", "dilations", "group", "kernel_shape", "output_padding",
+                      "output_shape", "pads", "strides"},
+    "Resize": {"coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
+               "extrapolation_value", "mode", "nearest_mode", "antialias", "axes",
+               "keep_aspect_ratio_policy"},
+    "Upsample": {"mode", "scales"}, "Slice": {"starts", "ends", "axes"},
 }
 
 
@@ -262,6 +269,9 @@ class _Importer:
                         beta=float(a.get("beta", 0.75)), k=float(a.get("bias", 1.0)))
             elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
                 self.view(node, op, a, ins, out)
+            elif op in ("ConvTranspose", "Resize", "Upsample", "Slice"):
+                from .onnx_resample import import_node
+                import_node(self, node, op, a, ins, out)
             else:
                 raise self.fail(node, "not supported by the importer")
         except (ValueError, ZeroDivisionError) as exc:
@@ -444,6 +454,9 @@ class _Importer:
     def transpose(self, node, a, ins, out) -> None:
         perm = [int(v) for v in a.get("perm", [])]
         view = self.grouped.get(ins[0])
+        if view is None and len(perm) == 4 and ins[0] in self.net.shapes:
+            from .onnx_resample import transpose
+            return transpose(self, node, perm, ins, out)
         if view is None or view[2] or perm != [0, 2, 1, 3, 4]:
             raise self.fail(node, f"transpose {perm} of an activation (only the channel shuffle "
                                   "Reshape [1,g,C/g,H,W] - Transpose (0,2,1,3,4) - Reshape [1,C,H,W])")
@@ -587,6 +600,8 @@ class _Importer:
         elif op == "Reshape" and len(dims) == 5 and dims[0] == 1 and dims[1] * dims[2] == x.c \
                 and dims[3:] == (x.h, x.w):
             self.grouped[out] = (ins[0], int(dims[1]), False)
+        elif op == "Reshape" and len(dims) == 4 and dims[0] == 1:     # moves data: a GPU layer
+            self.net.add("reshape", out, ins[0], shape=tuple(int(d) for d in dims[1:]))
         else:
             raise self.fail(node, f"{op.lower()} of a [1, {x.c}, {x.h}, {x.w}] activation to "
                                   f"{list(dims)} (supported: layout-preserving views, flattening, "

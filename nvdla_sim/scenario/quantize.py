@@ -241,7 +241,7 @@ def calibrate(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig) -> 
     for op in net.ops:
         if not plan.tensors[op.name].on_dla:
             continue
-        if op.kind == "pool" or op.kind == "flatten":
+        if op.kind in ("pool", "flatten", "slice"):     # a slice is read in place
             union(op.name, op.inputs[0])
         elif op.kind == "concat":
             for i in op.inputs:

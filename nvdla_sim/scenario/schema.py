@@ -392,6 +392,8 @@ LAYER_FIELDS = {
     "add": ("relu",), "mul": (), "max": (), "min": (), "concat": (),
     "relu": (), "sigmoid": (), "tanh": (), "softmax": (), "flatten": (), "batchnorm": (),
     "prelu": ("slope",), "leaky_relu": ("alpha",), "clip": ("min", "max"),
+    "deconv": ("out_channels", "kernel", "stride", "pad", "bias"),     # compiler/deconv.py
+    "resize": ("scale", "mode"), "slice": ("start", "channels"),
 }
 
 
@@ -486,6 +488,21 @@ def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dic
         net.add("prelu", name, inputs, **attrs)
     elif kind == "leaky_relu":
         net.add("prelu", name, inputs, slope=float(get_num("alpha", 0.01, **FP16_RANGE)))
+    elif kind == "deconv":
+        kernel = _int_or_pair(layer.get("kernel"), f"{where}.kernel")
+        net.add("deconv", name, inputs, out_channels=get_num(
+            "out_channels", integer=True, minimum=1, maximum=MAX_DIM, why=DIM_WHY), kernel=kernel,
+            stride=_int_or_pair(layer.get("stride", list(kernel)), f"{where}.stride"),
+            pad=_padding(layer.get("pad", 0), f"{where}.pad"), dilation=(1, 1), groups=1,
+            bias=get_bool("bias", True))
+    elif kind == "resize":
+        net.add("resize", name, inputs, scale=_int_or_pair(layer.get("scale"), f"{where}.scale"),
+                mode=_choice(layer, "mode", where, ("nearest", "bilinear"), "nearest"))
+    elif kind == "slice":
+        c = net.shapes[inputs[0]].c
+        start = get_num("start", 0, integer=True, minimum=0, maximum=c - 1)
+        net.add("slice", name, inputs, start=start,
+                channels=get_num("channels", c - start, integer=True, minimum=1, maximum=c - start))
     elif kind == "clip":
         lo, hi = float(get_num("min", 0.0, **FP16_RANGE)), float(get_num("max", **FP16_RANGE))
         if lo > hi:

@@ -42,6 +42,12 @@ def batchnorm_affine(gamma, beta, mean, var, eps: float = BN_EPSILON) -> tuple[n
     return scale.astype(np.float32), bias.astype(np.float32)
 
 
+def deconv_weight_shape(op, x) -> tuple[int, int, int, int]:
+    """A deconvolution's weights: (C, K/groups, R, S), ONNX ConvTranspose's layout."""
+    g = op.attrs.get("groups", 1)
+    return (x.c, op.attrs["out_channels"] // g) + tuple(op.attrs["kernel"])
+
+
 def random_weights(network: Network, seed: int) -> Weights:
     """He-initialised weights for every op of `network` that has parameters, from `seed`."""
     rng = np.random.default_rng(seed)
@@ -72,6 +78,13 @@ def random_weights(network: Network, seed: int) -> Weights:
             w = rng.standard_normal((k, n), dtype=np.float32) * np.float32(np.sqrt(gain / n))
             b = rng.normal(0.0, 0.1, k) if op.attrs.get("bias", True) else np.zeros(k)
             out[op.name] = {"weight": w.astype(np.float32), "bias": b.astype(np.float32)}
+        elif op.kind == "deconv":        # ONNX ConvTranspose layout (C, K/groups, R, S)
+            shape = deconv_weight_shape(op, x)
+            fan_in = shape[0] * shape[2] * shape[3] // (op.attrs["stride"][0] * op.attrs["stride"][1])
+            w = rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / max(fan_in, 1)))
+            k = op.attrs["out_channels"]
+            b = rng.normal(0.0, 0.1, k) if op.attrs.get("bias", True) else np.zeros(k)
+            out[op.name] = {"weight": w, "bias": b.astype(np.float32)}
         elif op.kind == "prelu" and "slope" not in op.attrs:
             out[op.name] = {"slope": rng.uniform(0.05, 0.3, x.c).astype(np.float32)}
         elif op.kind == "batchnorm":
@@ -93,6 +106,8 @@ def expected_shapes(network: Network) -> dict[str, dict[str, tuple]]:
         elif op.kind == "fc":
             shapes[op.name] = {"weight": (op.attrs["out_features"], x.elements),
                                "bias": (op.attrs["out_features"],)}
+        elif op.kind == "deconv":
+            shapes[op.name] = {"weight": deconv_weight_shape(op, x), "bias": (op.attrs["out_channels"],)}
         elif op.kind == "prelu" and "slope" not in op.attrs:
             shapes[op.name] = {"slope": (x.c,)}
         elif op.kind == "batchnorm":
@@ -196,6 +211,10 @@ def stand_in_weights(network: Network, seed: int) -> Weights:
             k = op.attrs["out_features"]
             out[op.name] = {"weight": np.broadcast_to(vec(k)[:, None], (k, x.elements)),
                             "bias": vec(k, op.attrs.get("bias", True))}
+        elif op.kind == "deconv":
+            shape = deconv_weight_shape(op, x)
+            out[op.name] = {"weight": np.broadcast_to(vec(shape[0])[:, None, None, None], shape),
+                            "bias": vec(op.attrs["out_channels"], op.attrs.get("bias", True))}
         elif op.kind == "prelu" and "slope" not in op.attrs:
             out[op.name] = {"slope": vec(x.c)}
         elif op.kind == "batchnorm":

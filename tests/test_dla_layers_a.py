@@ -1,0 +1,243 @@
+"""Deconvolution on the DLA (issue 11): TensorRT's rules, each with a network just inside and one
+just outside; the lowering (a phase convolution + RUBIK CONTRACT) checked by value against the
+float reference within the INT8 / FP16 SQNR floors used elsewhere (25 / 40 dB); RUBIK CONTRACT
+itself at register level against a numpy model of the C model's address walk."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nvdla_sim.compiler.dla_rules import RULES
+from nvdla_sim.compiler.emit import ProgramBuilder, cube_image, read_output
+from nvdla_sim.compiler.emit_rubik import emit_contract
+from nvdla_sim.compiler.deconv import ContractSpec
+from nvdla_sim.compiler.lower import lower, run_lowered
+from nvdla_sim.compiler.network import Network, Shape
+from nvdla_sim.compiler.placement import Allocator
+from nvdla_sim.compiler.support import check_support
+from nvdla_sim.config import load_hardware
+from nvdla_sim.datatype import FP16, INT8
+from nvdla_sim.engine import Engine
+from nvdla_sim.errors import NvdlaSimError, UnsupportedError
+from nvdla_sim.scenario.reference import sqnr_db
+from nvdla_sim.scenario.reference_resample import deconv2d
+from nvdla_sim.scenario.runner import context, dla_tensors, prepare
+from nvdla_sim.scenario.schema import parse_scenario
+
+XAVIER, NV_FULL, NV_SMALL = (load_hardware(n) for n in ("xavier_dla", "nv_full", "nv_small"))
+
+
+def rules_of(net: Network, hw=XAVIER, op="x") -> set[str]:
+    reason = check_support(net, hw, INT8).reason(op)
+    return {r.split("[rule ")[1].rstrip("]") for r in reason.split("; ") if "[rule " in r}
+
+
+def deconv_net(c=8, h=4, w=4, k=8, kernel=(2, 2), stride=(2, 2), pad=(0, 0, 0, 0), dil=(1, 1),
+               groups=1) -> Network:
+    n = Network("t", "data", Shape(c, h, w))
+    n.add("deconv", "x", "data", out_channels=k, kernel=kernel, stride=stride, pad=pad,
+          dilation=dil, groups=groups, bias=True)
+    return n
+
+
+# (rule, inside, outside)
+CASES = [
+    ("deconv.kernel", dict(kernel=(32, 31), stride=(16, 16)), dict(kernel=(33, 1), stride=(16, 1))),
+    ("deconv.kernel", dict(kernel=(1, 64), stride=(1, 64)), dict(kernel=(1, 65), stride=(1, 65))),
+    ("deconv.stride", dict(kernel=(2, 2), stride=(32, 31)), dict(kernel=(2, 2), stride=(33, 2))),
+    ("deconv.stride", dict(kernel=(96, 1), stride=(96, 1)), dict(kernel=(2, 2), stride=(2, 64))),
+    ("deconv.square_23_32", dict(kernel=(22, 22), stride=(22, 22)),
+     dict(kernel=(23, 23), stride=(2, 2))),
+    ("deconv.square_23_32", dict(kernel=(2, 2), stride=(32, 31)), dict(kernel=(2, 2), stride=(32, 32))),
+    ("deconv.padding", dict(pad=(0, 0, 0, 0)), dict(pad=(1, 0, 0, 0))),
+    ("deconv.groups", dict(groups=1), dict(groups=2)),
+    ("deconv.dilation", dict(dil=(1, 1)), dict(dil=(1, 2))),
+    ("deconv.input_channels", dict(c=8192, h=1, w=1), dict(c=8193, h=1, w=1)),
+    ("deconv.output_maps", dict(k=8192, h=1, w=1, kernel=(1, 1), stride=(1, 1)),
+     dict(k=8193, h=1, w=1, kernel=(1, 1), stride=(1, 1))),
+    ("deconv.subkernel", dict(kernel=(1, 64), stride=(1, 64)), dict(kernel=(1, 64), stride=(1, 1))),
+]
+
+
+@pytest.mark.parametrize("rule, inside, outside", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_deconv_rule_just_inside_and_just_outside(rule, inside, outside):
+    assert rule in RULES
+    assert check_support(deconv_net(**inside), XAVIER).on_dla("x"), \
+        check_support(deconv_net(**inside), XAVIER).reason("x")
+    out = deconv_net(**outside)
+    assert not check_support(out, XAVIER).on_dla("x")
+    assert rule in rules_of(out)
+    if RULES[rule].scope != "dla":
+        assert rule in rules_of(out, NV_FULL)
+    else:
+        assert rule not in rules_of(out, NV_FULL)
+
+
+def test_strided_deconv_needs_rubik():
+    """nv_small has no RUBIK: a strided deconvolution goes to the GPU; stride 1 is a plain
+    convolution everywhere."""
+    assert rules_of(deconv_net(), NV_SMALL) == {"deconv.rubik"}
+    assert check_support(deconv_net(), NV_FULL).on_dla("x")
+    assert check_support(deconv_net(kernel=(3, 3), stride=(1, 1)), NV_SMALL).on_dla("x")
+
+
+# -- the float reference, independently: a scatter loop over every input pixel -------------------
+def naive_deconv(x, w, b, stride):
+    c, h, wd = x.shape
+    _, k, r, s = w.shape
+    out = np.zeros((k, (h - 1) * stride[0] + r, (wd - 1) * stride[1] + s))
+    for ci in range(c):
+        for y in range(h):
+            for xx in range(wd):
+                out[:, y * stride[0]:y * stride[0] + r, xx * stride[1]:xx * stride[1] + s] += \
+                    x[ci, y, xx] * w[ci]
+    return out + b[:, None, None]
+
+
+def test_reference_deconv_matches_the_scatter_definition():
+    rng = np.random.default_rng(1)
+    x, w, b = rng.standard_normal((3, 4, 5)), rng.standard_normal((3, 2, 3, 5)), rng.standard_normal(2)
+    for stride in ((1, 1), (2, 3), (3, 2)):
+        np.testing.assert_allclose(deconv2d(x, w, b, stride), naive_deconv(x, w, b, stride),
+                                   rtol=1e-5, atol=1e-5)
+
+
+# -- values on the engine ---------------------------------------------------------------------
+def scenario(hw, layers, shape, precision="int8", mode="values+timing"):
+    data = {"name": "t", "hardware": hw, "precision": precision, "mode": mode,
+            "network": {"input": list(shape), "layers": layers}, "input": {"seed": 5},
+            "weights": {"seed": 4}, "outputs": {"plots": False}, "gpu_fallback": False}
+    return parse_scenario(data, ".")
+
+
+def run(scn):
+    prep = prepare(scn)
+    ctx = context(prep)
+    lowered = lower(prep.plan, ctx)
+    return prep, lowered, run_lowered(lowered, ctx)
+
+
+VALUE_CASES = [   # hardware, precision, layers, input shape
+    ("nv_full", "int8", [{"name": "d", "type": "deconv", "out_channels": 8, "kernel": 4, "stride": 2}],
+     (16, 6, 7)),
+    ("nv_full", "fp16", [{"name": "d", "type": "deconv", "out_channels": 8, "kernel": 4, "stride": 2}],
+     (16, 6, 7)),
+    ("nv_full", "int8", [{"name": "d", "type": "deconv", "out_channels": 5, "kernel": [5, 3],
+                          "stride": [3, 2]}], (8, 5, 4)),
+    ("nv_small", "int8", [{"name": "d", "type": "deconv", "out_channels": 8, "kernel": 3, "stride": 1}],
+     (16, 6, 7)),
+    ("xavier_dla", "int8", [{"name": "d", "type": "deconv", "out_channels": 40, "kernel": [1, 64],
+                             "stride": [1, 64]}, {"name": "r", "type": "relu"}], (8, 3, 2)),
+    ("xavier_dla", "fp16", [{"name": "c", "type": "conv", "out_channels": 8, "kernel": 3, "pad": 1},
+                            {"name": "d", "type": "deconv", "out_channels": 300, "kernel": 8,
+                             "stride": 8}, {"name": "r", "type": "relu"}], (8, 3, 4)),
+]
+
+
+@pytest.mark.parametrize("hw, precision, layers, shape", VALUE_CASES,
+                         ids=[f"{c[0]}-{c[1]}-{c[2][-1]['name']}{i}" for i, c in enumerate(VALUE_CASES)])
+def test_deconv_values_match_the_reference(hw, precision, layers, shape):
+    prep, lowered, result = run(scenario(hw, layers, shape, precision))
+    assert not prep.plan.fallback
+    kinds = [layer.kind for layer in prep.plan.layers]
+    deconv = next(op for op in prep.network.ops if op.kind == "deconv")
+    if tuple(deconv.attrs["stride"]) == (1, 1):
+        assert "rubik" not in kinds
+    else:
+        assert "rubik" in kinds             # lowered to RUBIK contract, no float stand-in
+    values = dla_tensors(prep.plan, result.outputs)
+    out = prep.network.outputs[0]
+    floor = 25 if precision == "int8" else 40
+    assert sqnr_db(prep.reference[out], values[out]) > floor
+    assert result.total_cycles > 0
+    rubik = [t for t in result.layers if t.name.startswith("d.rubik")]
+    for t in rubik:                         # a contract reads and writes its bytes (DRAM/CVSRAM)
+        assert t.dram_read_bytes + t.cvsram_read_bytes == t.dram_write_bytes + t.cvsram_write_bytes > 0
+
+
+def test_deconv_timing_only_and_output_cycles():
+    layers = [{"name": "d", "type": "deconv", "out_channels": 16, "kernel": 2, "stride": 2}]
+    prep, _, timed = run(scenario("nv_full", layers, (32, 8, 8), mode="timing"))
+    _, _, valued = run(scenario("nv_full", layers, (32, 8, 8)))
+    assert timed.total_cycles == valued.total_cycles
+    rubik = next(t for t in timed.layers if t.name == "d.rubik")
+    # it moves the contracted cube: 4 phases x 1 surface x 8 x 8 atoms of 32 bytes, each way
+    assert rubik.dram_read_bytes == 4 * 8 * 8 * 32 == rubik.dram_write_bytes
+
+
+def test_deconv_batch_is_refused_in_one_line():
+    data = {"name": "t", "hardware": "nv_full", "batch": 2, "mode": "timing",
+            "network": {"input": [8, 4, 4], "layers": [
+                {"name": "d", "type": "deconv", "out_channels": 8, "kernel": 2, "stride": 2}]},
+            "outputs": {"plots": False}}
+    with pytest.raises(UnsupportedError, match="batch: a RUBIK contract"):
+        run(parse_scenario(data, "."))
+
+
+def test_gpu_fallback_deconv_on_nv_small_values():
+    layers = [{"name": "c", "type": "conv", "out_channels": 8, "kernel": 1},
+              {"name": "d", "type": "deconv", "out_channels": 8, "kernel": 2, "stride": 2},
+              {"name": "e", "type": "conv", "out_channels": 8, "kernel": 1}]
+    data = {"name": "t", "hardware": "nv_small", "network": {"input": [8, 4, 4], "layers": layers},
+            "input": {"seed": 1}, "weights": {"seed": 2}, "outputs": {"plots": False}}
+    prep, _, result = run(parse_scenario(data, "."))
+    assert "[rule deconv.rubik]" in prep.plan.fallback["d"]
+    values = dla_tensors(prep.plan, result.outputs)
+    assert sqnr_db(prep.reference["e"], values["e"]) > 25
+
+
+# -- RUBIK CONTRACT at register level ----------------------------------------------------------
+def contract_model(blocks, sy, sx, surfaces):
+    """The C model's walk: atom (s, h, w) of block (iy, ix) -> surface s, line h*sy + iy, pixel
+    w*sx + ix.  `blocks` (sy*sx*surfaces, H, W, 32) bytes; returns (surfaces, H*sy, W*sx, 32)."""
+    n, h, w, a = blocks.shape
+    out = np.zeros((surfaces, h * sy, w * sx, a), np.uint8)
+    for iy in range(sy):
+        for ix in range(sx):
+            for s in range(surfaces):
+                out[s, iy::sy, ix::sx] = blocks[(iy * sx + ix) * surfaces + s]
+    return out
+
+
+@pytest.mark.parametrize("dtype, channels, stride", [(INT8, 40, (2, 3)), (FP16, 20, (3, 9)),
+                                                     (INT8, 32, (1, 1))])
+def test_rubik_contract_register_level(dtype, channels, stride):
+    hw = NV_FULL
+    sy, sx = stride
+    per_atom = 32 // dtype.bytes
+    surfaces = -(-channels // per_atom)
+    spec = ContractSpec(stride, surfaces * per_atom, 3, 5)
+    alloc = Allocator(hw)
+    src = alloc.feature("src", spec.in_channels, 3, 5, dtype=dtype)
+    dst = alloc.feature("dst", spec.out_channels, spec.out_h, spec.out_w, dtype=dtype)
+    rng = np.random.default_rng(3)
+    cube = rng.integers(-100, 100, (spec.in_channels, 3, 5)).astype(dtype.numpy)
+    b = ProgramBuilder(hw, "rubik")
+    b.load_cube(src, cube)
+    emit_contract(b, "contract", spec, src, dst)
+    engine = Engine(hw)
+    result = engine.run(b.build())
+    got = read_output(engine, dst)
+    blocks = cube_image(src, cube).reshape(-1, 3, 5, 32)
+    want = contract_model(blocks, sy, sx, surfaces)
+    have = cube_image(dst, got).reshape(surfaces, spec.out_h, spec.out_w, 32)
+    np.testing.assert_array_equal(have, want)
+    assert result.cycles > spec.in_channels * 15 * dtype.bytes / 64     # at most 64 B/cycle
+
+
+def test_rubik_split_and_merge_are_refused():
+    from nvdla_sim.program import IntrNotify, RegisterProgram
+    from program_helpers import reg_writes
+    for mode, name in ((1, "SPLIT"), (2, "MERGE")):
+        program = RegisterProgram("rubik", reg_writes({
+            "RBK.D_MISC_CFG": {"RUBIK_MODE": mode}, "RBK.D_OP_ENABLE": {"OP_EN": 1}}, version=1)
+            + [IntrNotify("RUBIK", 0, "rbk_done")])
+        with pytest.raises(UnsupportedError, match=f"RUBIK_MODE={name}: only CONTRACT"):
+            Engine(NV_FULL).run(program)
+
+
+def test_deconv_scenario_field_errors():
+    for bad, field in (({"kernel": 0}, "kernel"), ({"kernel": 2, "stride": "x"}, "stride")):
+        layer = {"name": "d", "type": "deconv", "out_channels": 4, **bad}
+        with pytest.raises(NvdlaSimError, match=field):
+            scenario("nv_full", [layer], (4, 4, 4))
