@@ -108,7 +108,7 @@ def test_eltwise_takes_two_inputs():
 def test_softmax_orin_only():
     n = net_of(16, 1, 1, lambda n: n.add("softmax", "x", "data"))
     assert rules_of(n, XAVIER) == {"softmax.orin_only"}
-    assert rules_of(n, ORIN) == {"softmax.engine"}      # Orin's softmax: not modelled yet
+    assert rules_of(n, ORIN) == set()           # decomposed (compiler/ext_ops.py)
     assert rules_of(n, NV_FULL) == {"softmax.engine"}
 
 

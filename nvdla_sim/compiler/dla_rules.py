@@ -28,7 +28,7 @@ from typing import Callable
 
 from ..config import HardwareConfig
 from ..datatype import FP16, INT8, DataType
-from .network import Network, Op
+from .network import EXT_KINDS, Network, Op
 
 MAX_DIM = 8192                  # every non-batch dimension (13-bit width/height/channel fields)
 MAX_BATCH = 4096                # TensorRT: "The maximum supported batch size is 4096"
@@ -100,6 +100,24 @@ RULES = {r.name: r for r in (
     Rule("concat.inputs", "tensorrt", "at least two inputs"),
     Rule("softmax.orin_only", "dla", "Softmax only on Orin, not Xavier"),
     Rule("softmax.engine", "hardware", "NVDLA v1/v2 has no softmax engine"),
+    # scale, element-wise sub/div/pow/comparisons, unary, reduce, softmax (compiler/ext_ops.py)
+    Rule("scale.power", "tensorrt", "scale and shift only (power 1)"),
+    Rule("eltwise.broadcast", "tensorrt", "operand shapes NCHW, NC11 or N111"),
+    Rule("eltwise.constant_uniform", "tensorrt", "a constant operand of Div / Pow / a comparison "
+                                                 "is filled with one value"),
+    Rule("eltwise.div_operands", "tensorrt", "the divisor is an INT8 tensor or an FP32 constant"),
+    Rule("eltwise.pow_operands", "tensorrt", "Pow: a uniform FP32 constant exponent, an INT8 "
+                                             "tensor base"),
+    Rule("eltwise.compare_int8", "tensorrt", "Equal / Greater / Less in INT8 only"),
+    Rule("unary.int8", "tensorrt", "SIN, COS, ATAN in INT8 only"),
+    Rule("reduce.op", "tensorrt", "Reduce MAX only"),
+    Rule("reduce.axes", "tensorrt", "any combination of the C, H, W axes"),
+    Rule("reduce.channel_max", "model", "a max over at most 2048 channels (Reduce over C, "
+                                        "Softmax: rotation convolutions of C x C weights)"),
+    Rule("softmax.axis", "model", "softmax over the channel axis (H / W axes not modelled)"),
+    Rule("softmax.optimized_axis", "dla", "optimized mode (H x W > 1): axis at most 1024"),
+    Rule("sdp.lut", "hardware", "a function through the SDP lookup table needs it"),
+    Rule("prelu.slope_constant", "tensorrt", "the slope is a build-time constant"),
     # deconvolution, resize, slice, shuffle (compiler/deconv.py; slices: hwlayers.py views)
     Rule("deconv.kernel", "tensorrt", "kernel dimensions in 1..32, or 1x[64, 96, 128] / [64, 96, 128]x1"),
     Rule("deconv.stride", "tensorrt", "stride in 1..32, or 1x[64, 96, 128] / [64, 96, 128]x1"),
@@ -328,6 +346,12 @@ def op_violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType = IN
     elif k == "reshape":
         r.append(_tag("shuffle.reshape", "reshape changing the CHW layout: the DLA would need a "
                                          "copy; it runs on the GPU"))
+    elif k == "softmax" and dla and target.softmax:       # Orin: decomposed (ext_ops.py)
+        from .ext_ops import violations as ext_violations
+        r += ext_violations(op, net, hw, dtype, dla, _tag)
+    elif k in EXT_KINDS or k == "prelu":
+        from .ext_ops import violations as ext_violations
+        r += ext_violations(op, net, hw, dtype, dla, _tag)
     elif k == "softmax":
         if dla and not target.softmax:
             r.append(_tag("softmax.orin_only", f"softmax: TensorRT runs it on Orin's DLA only, "
@@ -341,6 +365,7 @@ def op_violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType = IN
 
 COVERED_KINDS = frozenset(("conv", "fc", "pool", "lrn", "sigmoid", "tanh", "clip", "add", "mul",
                            "max", "min", "concat", "softmax"))
+COVERED_KINDS |= EXT_KINDS - {"sdpfn"}
 COVERED_KINDS |= {"deconv", "resize", "slice", "shuffle", "transpose", "reshape"}
 
 

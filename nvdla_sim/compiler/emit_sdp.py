@@ -227,6 +227,12 @@ def place_operands(b: ProgramBuilder, alloc: Allocator, name: str, parts: dict[s
             raise NvdlaSimError(f"{name}: an operand already in memory cannot share a stage with "
                                 "another memory operand (they would have to be interleaved)")
         t = placed[0]
+        if (t.channels, t.height, t.width) == (c, 1, 1) != shape and t.dtype == dtype \
+                and t.surf_stride == t.atom and len(memory) == 1:
+            # a C x 1 x 1 cube (broadcast NC11, compiler/ext_ops.py) is one value per channel,
+            # surfaces back to back: the layout SDP_RDMA reads PER_KERNEL
+            return MemoryOperand(use, "ONE_BYTE" if t.dtype.bytes == 1 else "TWO_BYTE",
+                                 "PER_KERNEL", t)
         if (t.channels, t.height, t.width) != shape:
             raise NvdlaSimError(f"{name}: element-wise operand {t.name} is "
                                 f"{t.channels}x{t.height}x{t.width}, the layer {c}x{h}x{w}")

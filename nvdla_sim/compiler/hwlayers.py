@@ -516,6 +516,10 @@ class _Builder:
                 self._close_inputs(op, open_chains)
                 order.append(("cdp", op))
                 continue
+            if op.kind == "sdpfn":                   # one SDP pass of compiler/ext_ops.py
+                self._close_inputs(op, open_chains)
+                order.append(("sdpfn", op))
+                continue
             if op.kind in SDP_KINDS:
                 if self._try_fuse(op, open_chains, order, pending):
                     continue
@@ -536,7 +540,10 @@ class _Builder:
             elif kind == "gpu":
                 self._emit_gpu(item)
             elif kind == "pdp":
-                self._emit_pdp(item)
+                self._emit_pdp(item, row=item.attrs.get("row"))
+            elif kind == "sdpfn":
+                from .ext_ops import emit_sdpfn
+                emit_sdpfn(self, item)
             elif kind == "cdp":
                 self._emit_cdp(item)
         self._mark_materialised()
@@ -651,7 +658,7 @@ class _Builder:
         self.layers.append(layer)
 
     def _emit_chain(self, ch: _Chain) -> None:
-        row = self._row(ch.anchor.name)
+        row = self._row(ch.anchor.attrs.get("row", ch.anchor.name))   # ext_ops: the op's row
         if ch.anchor.kind in PHASED:
             return emit_phased_chain(self, ch, row)
         sdp_end = ch.pool.inputs[0] if ch.pool is not None else ch.end
@@ -838,6 +845,8 @@ def build_plan(network: Network, weights: dict, hw: HardwareConfig, support: Sup
     holding an op named in `layer_precision` in that one (ops outside `support` become GPU
     layers)."""
     layer_precision = layer_precision or {}
+    from .ext_ops import expand                 # Scale, Sub, ..., Softmax as NVDLA operations
+    network = expand(network, weights, support.on_dla)
     used = {dtype, *layer_precision.values()}
     atom_type = min(used, key=lambda t: t.bytes)          # concat offsets aligned for every type
     b = _Builder(network, weights, hw, support, atom_type)

@@ -99,6 +99,12 @@ class Network:
         return self.pool(name, x, "avg", (s.h, s.w), (s.h, s.w))
 
 
+# Scale, element-wise Sub/Div/Pow/Equal/Greater/Less, Unary, Reduce MAX and the SDP pass they
+# lower to (`sdpfn`): compiler/ext_ops.py
+EXT_KINDS = frozenset(("scale", "sub", "div", "pow", "equal", "greater", "less", "abs", "sin",
+                       "cos", "atan", "reduce", "sdpfn"))
+
+
 def _pair(v) -> tuple[int, int]:
     return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
 
@@ -167,6 +173,9 @@ def infer_shape(op: Op, ins: list[Shape]) -> Shape:
         if c * h * w != x.elements:
             raise ValueError(f"layer '{op.name}': reshape of {x.elements} elements to {c}x{h}x{w}")
         return Shape(c, h, w)
+    if k in EXT_KINDS:           # layers_b's kinds (compiler/ext_ops.py): broadcast, reduce
+        from .ext_ops import infer_ext_shape
+        return infer_ext_shape(op, ins)
     if k == "slice":             # channels [start, start + channels) (an ONNX Split output);
         if op.attrs["start"] + op.attrs["channels"] > x.c:   # rows / cols: (first, count)
             raise ValueError(f"layer '{op.name}': channels beyond its input's {x.c}")

@@ -45,6 +45,8 @@ def _onnx():
 # The attributes each supported node may carry: any other is refused rather than ignored (a
 # silently ignored attribute would compute something else than the model says).
 _POOL_ATTRS = {"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "strides"}
+from .onnx_ext import KNOWN_ATTRS as ONNX_EXT_ATTRS, OPS as ONNX_EXT_OPS    # noqa: E402
+
 KNOWN_ATTRS: dict[str, set[str]] = {
     "Constant": {"value"}, "Dropout": {"ratio", "seed", "is_test"}, "Identity": set(), "Sum": set(),
     "Pad": {"mode", "pads", "value"}, "Transpose": {"perm"}, "Split": {"axis", "split", "num_outputs"},
@@ -57,6 +59,7 @@ KNOWN_ATTRS: dict[str, set[str]] = {
     "BatchNormalization": {"epsilon", "momentum", "training_mode", "spatial", "is_test"},
     "Add": set(), "Mul": set(), "Sub": set(), "Max": set(), "Min": set(), "Concat": {"axis"},
     "LRN": {"alpha", "beta", "bias", "size"},
+    **ONNX_EXT_ATTRS,         # Div, Pow, comparisons, unary, Reduce*, Cast (onnx_ext.py)
     "Flatten": {"axis"}, "Reshape": {"allowzero"}, "Squeeze": {"axes"}, "Unsqueeze": {"axes"},
     # deconvolution, resize, slice (onnx_resample.py)
     "ConvTranspose": {"auto_pad", "dilations", "group", "kernel_shape", "output_padding",
@@ -199,14 +202,16 @@ class _Importer:
                 net.add("prelu", out, ins[0], slope=float(a.get("alpha", 0.01)))
             elif op == "PRelu":
                 slope = self.const(ins[1])
-                if slope is None:
-                    raise self.fail(node, "the slope must be a constant")
                 c = net.shapes[ins[0]].c
-                if slope.size not in (1, c):
+                if slope is None:               # a tensor: GPU (rule prelu.slope_constant)
+                    net.add("prelu", out, ins)
+                    self.weights[out] = {"slope": np.zeros(c, np.float32)}     # unused
+                elif slope.size not in (1, c):
                     raise self.fail(node, f"slope of {slope.size} values for {c} channels")
-                net.add("prelu", out, ins[0])
-                self.weights[out] = {"slope": np.broadcast_to(slope.reshape(-1), (c,))
-                                     .astype(np.float32).copy()}
+                else:
+                    net.add("prelu", out, ins[0])
+                    self.weights[out] = {"slope": np.broadcast_to(slope.reshape(-1), (c,))
+                                         .astype(np.float32).copy()}
             elif op == "Clip":
                 lo = a.get("min")
                 hi = a.get("max")
@@ -269,6 +274,9 @@ class _Importer:
                         beta=float(a.get("beta", 0.75)), k=float(a.get("bias", 1.0)))
             elif op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
                 self.view(node, op, a, ins, out)
+            elif op in ONNX_EXT_OPS:
+                from .onnx_ext import import_node as import_ext
+                import_ext(self, node, op, a, ins, out)
             elif op in ("ConvTranspose", "Resize", "Upsample", "Slice"):
                 from .onnx_resample import import_node
                 import_node(self, node, op, a, ins, out)
@@ -447,6 +455,8 @@ class _Importer:
         axis = axis + rank if axis < 0 else axis
         # Ours normalises over channels: right when the axis is the channel axis of a flat tensor,
         # or the channel axis of a 4-D one from opset 13 (before 13, axis 1 meant C*H*W).
+        if rank == 4 and axis in (2, 3) and self.opset >= 13:     # GPU (rule softmax.axis)
+            return self.net.add("softmax", out, ins[0], axis="chw"[axis - 1])
         if not (axis == 1 and (x.h * x.w == 1 or self.opset >= 13)):
             raise self.fail(node, f"softmax over axis {axis} of a rank-{rank} tensor (only over channels)")
         self.net.add("softmax", out, ins[0])
@@ -464,6 +474,11 @@ class _Importer:
 
     def binary(self, node, op, ins, out) -> None:
         consts = [i for i in ins if i in self.consts]
+        from .onnx_ext import elementwise_scale, import_node as import_ext
+        if op == "Sub" and not consts:
+            return import_ext(self, node, op, {}, ins, out)
+        if elementwise_scale(self, node, op, ins, out):     # TensorRT Scale, element-wise
+            return
         if not consts:
             kind = {"Add": "add", "Mul": "mul", "Max": "max", "Min": "min"}.get(op)
             if kind is None:

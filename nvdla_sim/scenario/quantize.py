@@ -537,6 +537,7 @@ def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig 
                             f"int8 (the N-bit codes live in the INT8 container), not "
                             f"{plan.dtype.name.lower()}")
     cal = calibrate(plan, values, cfg)
+    from ..compiler.ext_ops import is_sdpfn, quantize_sdpfn
     for name, t in plan.tensors.items():
         t.scale = cal.scales.get(name)
     lq = _FloatLayers(plan, cal) if plan.dtype.is_float else _LayerQuantizer(plan, cal, cfg)
@@ -545,6 +546,9 @@ def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig 
             lq.begin(layer)
         if layer.kind == "conv":
             layer.quant = lq.conv(layer)
+        elif is_sdpfn(layer):              # an SDP pass of compiler/ext_ops.py
+            layer.quant = quantize_sdpfn(plan, layer, cal, values, plan.layer_dtype(layer),
+                                         plan.out_dtype(layer))
         elif layer.kind == "sdp":
             layer.quant = lq.sdp_layer(layer)
         elif layer.kind == "pdp":

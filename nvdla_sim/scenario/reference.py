@@ -124,7 +124,8 @@ def run_op(op: Op, ins: list[np.ndarray], weights: Weights) -> np.ndarray:
         return _relu(x)
     if kind == "prelu":
         slope = np.full(x.shape[0], a["slope"], np.float32) if "slope" in a else weights[op.name]["slope"]
-        return np.where(x >= 0, x, x * slope[:, None, None]).astype(np.float32)
+        slope = ins[1] if len(ins) > 1 else slope[:, None, None]    # a slope tensor (GPU)
+        return np.where(x >= 0, x, x * slope).astype(np.float32)
     if kind == "clip":
         return np.clip(x, a.get("min", -np.inf), a.get("max", np.inf)).astype(np.float32)
     if kind == "sigmoid":
@@ -135,8 +136,9 @@ def run_op(op: Op, ins: list[np.ndarray], weights: Weights) -> np.ndarray:
         p = weights[op.name]
         return (x * p["scale"][:, None, None] + p["bias"][:, None, None]).astype(np.float32)
     if kind == "softmax":
-        e = np.exp(x.astype(np.float64) - x.max(axis=0, keepdims=True))
-        return (e / e.sum(axis=0, keepdims=True)).astype(np.float32)
+        axis = "chw".index(a.get("axis", "c"))
+        e = np.exp(x.astype(np.float64) - x.max(axis=axis, keepdims=True))
+        return (e / e.sum(axis=axis, keepdims=True)).astype(np.float32)
     if kind == "flatten":
         return x.reshape(-1, 1, 1)
     if kind == "pad":            # ONNX reflect (mirror without the edge) / edge (repeat the edge)
@@ -160,7 +162,64 @@ def run_op(op: Op, ins: list[np.ndarray], weights: Weights) -> np.ndarray:
         c, h, w = x.shape
         return np.ascontiguousarray(x.reshape(a["groups"], c // a["groups"], h, w).swapaxes(0, 1)
                                     .reshape(c, h, w))
+    if kind in EXT_REFERENCE or kind == "sdpfn":
+        return _ext_op(op, ins).astype(np.float32)
     raise NvdlaSimError(f"layer '{op.name}': no reference for op kind '{kind}'")
+
+
+# Scale, element-wise Sub/Div/Pow/comparisons, Unary, Reduce MAX (compiler/ext_ops.py), in
+# float64 from their definitions; `sdpfn` is the SDP pass they are lowered to.
+EXT_REFERENCE = {"sub": np.subtract, "div": np.divide, "pow": np.power, "equal": np.equal,
+                 "greater": np.greater, "less": np.less}
+EXT_REFERENCE.update({"abs": np.abs, "sin": np.sin, "cos": np.cos, "atan": np.arctan,
+                      "scale": None, "reduce": None})
+
+
+def _cube(v, c: int, h: int, w: int) -> np.ndarray:
+    """A uniform / per-channel / element-wise constant broadcastable to (C, H, W)."""
+    v = np.asarray(v, np.float64)
+    return v.reshape(1, 1, 1) if v.size == 1 else v.reshape(c, 1, 1) if v.size == c \
+        else v.reshape(c, h, w)
+
+
+def _ext_op(op: Op, ins: list[np.ndarray]) -> np.ndarray:
+    a = op.attrs
+    x = ins[0].astype(np.float64)
+    kind = op.kind
+    c, h, w = x.shape
+    if kind == "scale":
+        return x * _cube(a.get("scale", 1.0), c, h, w) + _cube(a.get("shift", 0.0), c, h, w)
+    if kind == "reduce":
+        fn = {"max": np.max, "min": np.min, "sum": np.sum, "mean": np.mean}[a.get("op", "max")]
+        return fn(x, axis=tuple("chw".index(ax) for ax in a["axes"]), keepdims=True)
+    if kind in ("abs", "sin", "cos", "atan"):
+        return EXT_REFERENCE[kind](x)
+    if kind == "sdpfn":
+        if a.get("mode") == "prod":
+            z = x * ins[1].astype(np.float64) * float(a.get("k", 1.0))
+        else:
+            z = x * np.asarray(a.get("a", 1.0), np.float64)
+            if len(ins) > 1:
+                z = z + float(a.get("b", 1.0)) * ins[1].astype(np.float64)
+            elif a.get("c") is not None:
+                z = z + np.asarray(a["c"], np.float64)
+        fn = a.get("fn")
+        if fn is None:
+            return z
+        if fn == "abs":
+            return np.abs(z)
+        steps = {"step_gt": np.greater, "step_lt": np.less, "step_eq": np.equal}
+        if fn in steps:
+            return steps[fn](z, 0).astype(np.float64)
+        from ..lut.functions import parse_function
+        return parse_function(fn)(z)
+    if a.get("constant") is not None:
+        k = _cube(a["constant"], c, h, w)
+        operands = (k, x) if a.get("constant_first") else (x, k)
+    else:
+        operands = (x, ins[1].astype(np.float64))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return EXT_REFERENCE[kind](*operands).astype(np.float64)
 
 
 def run_reference(network: Network, weights: Weights, x: np.ndarray) -> dict[str, np.ndarray]:

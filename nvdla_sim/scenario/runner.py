@@ -157,8 +157,9 @@ def _prepare(scn: Scenario, forced: dict[str, str] | None = None) -> Prepared:
     plan = build_plan(network, weights, scn.hardware, support, scn.dtype, scn.layer_dtypes)
     prep = Prepared(scn, network, weights, support, plan, x, precisions=precisions)
     if scn.values:
-        prep.reference = batch_reference(network, weights, x) if scn.batch > 1 \
-            else run_reference(network, weights, x)
+        net = plan.network                  # with the ops compiler/ext_ops.py expanded
+        prep.reference = batch_reference(net, weights, x) if scn.batch > 1 \
+            else run_reference(net, weights, x)
         q = scn.quantization
         prep.calibration = quantize_plan(plan, prep.reference, quant_config(q))
     return prep

@@ -392,9 +392,14 @@ LAYER_FIELDS = {
     "add": ("relu",), "mul": (), "max": (), "min": (), "concat": (),
     "relu": (), "sigmoid": (), "tanh": (), "softmax": (), "flatten": (), "batchnorm": (),
     "prelu": ("slope",), "leaky_relu": ("alpha",), "clip": ("min", "max"),
+    # compiler/ext_ops.py (constant: the second operand as a uniform value)
+    "scale": ("scale", "shift", "power"), "reduce": ("op", "axes"),
+    **{k: ("constant", "constant_first") for k in ("sub", "div", "pow", "equal", "greater", "less")},
+    **{k: () for k in ("abs", "sin", "cos", "atan")},
     "deconv": ("out_channels", "kernel", "stride", "pad", "bias"),     # compiler/deconv.py
     "resize": ("scale", "mode"), "slice": ("start", "channels"),
 }
+LAYER_FIELDS["softmax"] = ("axis",)
 
 
 def parse_layers(d: dict, path: str) -> Network:
@@ -428,6 +433,8 @@ def parse_layers(d: dict, path: str) -> Network:
                 raise FieldError(f"{where}.input", f"unknown layer {x!r} (layers are listed in order; "
                                                    "the network input is 'data')")
         n_in = {"add": 2, "mul": 2, "max": 2, "min": 2}.get(kind, None if kind == "concat" else 1)
+        if kind in ("sub", "div", "pow", "equal", "greater", "less"):
+            n_in = 1 if "constant" in layer else 2
         if n_in is not None and len(inputs) != n_in:
             raise FieldError(f"{where}.input", f"{kind} takes {n_in} input(s), got {len(inputs)}")
         if not inputs:
@@ -503,6 +510,9 @@ def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dic
         start = get_num("start", 0, integer=True, minimum=0, maximum=c - 1)
         net.add("slice", name, inputs, start=start,
                 channels=get_num("channels", c - start, integer=True, minimum=1, maximum=c - start))
+    elif kind in ("scale", "sub", "div", "pow", "equal", "greater", "less", "reduce",
+                  "softmax"):
+        _add_ext_layer(net, kind, name, inputs, layer, where)
     elif kind == "clip":
         lo, hi = float(get_num("min", 0.0, **FP16_RANGE)), float(get_num("max", **FP16_RANGE))
         if lo > hi:
@@ -510,6 +520,47 @@ def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dic
         net.add("clip", name, inputs, min=lo, max=hi)
     else:
         net.add(kind, name, inputs)
+
+
+def _ext_numbers(layer: dict, key: str, where: str, default: float, count: int):
+    """A number, or a list of `count` numbers (one per channel), as a float array."""
+    import numpy as np
+    v = layer.get(key, default)
+    values = v if isinstance(v, list) else [v]
+    for i, x in enumerate(values):
+        check_number(x, f"{where}.{key}" + (f"[{i}]" if isinstance(v, list) else ""),
+                     minimum=-65504.0, maximum=65504.0)
+    if isinstance(v, list) and len(v) not in (1, count):
+        raise FieldError(f"{where}.{key}", f"must be a number or a list of {count} numbers (one "
+                                           f"per channel), got {len(v)}")
+    return np.asarray(values, np.float64)
+
+
+def _add_ext_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dict,
+                   where: str) -> None:
+    """Scale, Sub/Div/Pow/comparisons, Reduce MAX, Softmax (compiler/ext_ops.py)."""
+    c = net.shapes[inputs[0]].c
+    if kind == "scale":
+        net.add("scale", name, inputs, scale=_ext_numbers(layer, "scale", where, 1.0, c),
+                shift=_ext_numbers(layer, "shift", where, 0.0, c),
+                power=float(_number(layer, "power", where, 1.0)))
+    elif kind == "reduce":
+        axes = layer.get("axes", "chw")
+        axes = "".join(axes) if isinstance(axes, list) else axes
+        if not isinstance(axes, str) or not axes or any(a not in "chw" for a in axes) \
+                or len(set(axes)) != len(axes):
+            raise FieldError(f"{where}.axes", f"must name axes among c, h, w (e.g. hw or [c]), "
+                                              f"got {layer.get('axes')!r}")
+        net.add("reduce", name, inputs, axes=tuple(axes),
+                op=_choice(layer, "op", where, ("max", "min", "sum", "mean"), "max"))
+    elif kind == "softmax":
+        net.add("softmax", name, inputs, axis=_choice(layer, "axis", where, ("c", "h", "w"), "c"))
+    else:
+        attrs = {}
+        if "constant" in layer:
+            attrs["constant"] = float(_number(layer, "constant", where, **FP16_RANGE))
+            attrs["constant_first"] = _bool(layer, "constant_first", where, False)
+        net.add(kind, name, inputs, **attrs)
 
 
 def _input(value: Any, base: Path) -> InputSpec:
