@@ -241,3 +241,118 @@ def test_deconv_scenario_field_errors():
         layer = {"name": "d", "type": "deconv", "out_channels": 4, **bad}
         with pytest.raises(NvdlaSimError, match=field):
             scenario("nv_full", [layer], (4, 4, 4))
+
+
+# -- resize -------------------------------------------------------------------------------------
+def resize_net(mode="nearest", scale=(2, 2), c=8) -> Network:
+    n = Network("t", "data", Shape(c, 4, 4))
+    n.add("resize", "x", "data", scale=scale, mode=mode)
+    return n
+
+
+@pytest.mark.parametrize("rule, inside, outside", [
+    ("resize.nearest", dict(scale=(32, 1)), dict(scale=(33, 1))),
+    ("resize.bilinear", dict(mode="bilinear", scale=(4, 4)), dict(mode="bilinear", scale=(5, 4))),
+])
+def test_resize_rule_just_inside_and_just_outside(rule, inside, outside):
+    inside_rules = rules_of(resize_net(**inside))
+    assert rule not in inside_rules
+    assert rule in rules_of(resize_net(**outside))
+    assert rule in rules_of(resize_net(**outside), NV_FULL)
+
+
+def test_resize_placement():
+    assert check_support(resize_net(scale=(32, 1)), XAVIER).on_dla("x")
+    assert rules_of(resize_net(), NV_SMALL) == {"resize.rubik"}            # no RUBIK
+    assert check_support(resize_net(scale=(1, 1)), NV_SMALL).on_dla("x")   # a copy: 1x1 conv
+    # bilinear inside TensorRT's range is not compiled (edge-clamped taps): GPU, named
+    assert rules_of(resize_net(mode="bilinear", scale=(2, 2))) == {"resize.bilinear_lowering"}
+
+
+@pytest.mark.parametrize("hw, precision, scale", [("nv_full", "int8", 3), ("xavier_dla", "fp16", [2, 5]),
+                                                  ("nv_full", "int8", 1)])
+def test_nearest_resize_values(hw, precision, scale):
+    layers = [{"name": "c", "type": "conv", "out_channels": 20, "kernel": 3, "pad": 1},
+              {"name": "r", "type": "resize", "scale": scale}]
+    prep, _, result = run(scenario(hw, layers, (8, 5, 6), precision))
+    assert not prep.plan.fallback
+    values = dla_tensors(prep.plan, result.outputs)
+    s = (scale, scale) if isinstance(scale, int) else tuple(scale)
+    want = np.repeat(np.repeat(prep.reference["c"], s[0], axis=1), s[1], axis=2)  # o // s
+    np.testing.assert_array_equal(prep.reference["r"], want)
+    assert sqnr_db(want, values["r"]) > (25 if precision == "int8" else 40)
+    # nearest copies: the resized values are the convolution's own values, repeated
+    np.testing.assert_array_equal(values["r"][:, ::s[0], ::s[1]], values["c"])
+
+
+# -- slice ----------------------------------------------------------------------------------------
+def slice_net(start, channels, c=96, rows=None, then=None) -> Network:
+    n = Network("t", "data", Shape(c, 4, 4))
+    n.conv("a", "data", c, 1)
+    extra = {"rows": rows} if rows else {}
+    n.add("slice", "x", "a", start=start, channels=channels, **extra)
+    if then:
+        then(n)
+    return n
+
+
+@pytest.mark.parametrize("rule, inside, outside", [
+    ("slice.channel_atom", dict(start=32, channels=32), dict(start=16, channels=32)),
+    ("slice.channel_atom", dict(start=64, channels=32), dict(start=32, channels=16)),
+    ("slice.spatial", dict(start=0, channels=96, rows=(0, 4)), dict(start=0, channels=96, rows=(1, 3))),
+    ("slice.view_consumer", dict(start=32, channels=32, then=lambda n: n.conv("b", "x", 8, 1)),
+     dict(start=32, channels=32, then=lambda n: [n.conv("b", "a", 8, 1),
+                                                 n.add("concat", "y", ["x", "b"])])),
+])
+def test_slice_rule_just_inside_and_just_outside(rule, inside, outside):
+    assert check_support(slice_net(**inside), XAVIER).on_dla("x")
+    assert rules_of(slice_net(**outside)) == {rule}
+    assert rule in rules_of(slice_net(**outside), NV_FULL)
+
+
+def test_slice_tail_off_the_atom_is_in_place():
+    """A part ending at the tensor's last channel may end off the atom (the padding lanes)."""
+    assert check_support(slice_net(start=64, channels=20, c=84), XAVIER).on_dla("x")
+
+
+@pytest.mark.parametrize("hw, precision", [("nv_full", "int8"), ("xavier_dla", "fp16"), ("nv_small", "int8")])
+def test_channel_slice_is_read_in_place(hw, precision):
+    """Split into parts on atoms: no layer, no copy -- the consumers read the producer's buffer
+    at the part's first surface (the view's values are the producer's own)."""
+    atom = 32 if precision == "int8" and hw != "nv_small" else 16 if hw != "nv_small" else 8
+    layers = [{"name": "a", "type": "conv", "out_channels": 3 * atom, "kernel": 3, "pad": 1},
+              {"name": "p", "type": "slice", "start": atom, "channels": atom},
+              {"name": "b", "type": "conv", "out_channels": 8, "kernel": 1, "input": "p"},
+              {"name": "q", "type": "slice", "start": 2 * atom, "input": "a"},
+              {"name": "c", "type": "conv", "out_channels": 8, "kernel": 3, "pad": 1, "input": "q"},
+              {"name": "s", "type": "add", "input": ["b", "c"]}]
+    prep, lowered, result = run(scenario(hw, layers, (8, 6, 5), precision))
+    assert not prep.plan.fallback
+    assert [layer.name for layer in prep.plan.layers if layer.kind != "sdp"] == ["a", "b", "c"]
+    b = next(layer for layer in prep.plan.layers if layer.name == "b")
+    assert (b.inputs[0].tensor, b.inputs[0].channel_offset, b.inputs[0].channels) == ("a", atom, atom)
+    values = dla_tensors(prep.plan, result.outputs)
+    np.testing.assert_array_equal(values["p"], values["a"][atom:2 * atom])
+    assert sqnr_db(prep.reference["s"], values["s"]) > (25 if precision == "int8" else 40)
+
+
+# -- shuffle ----------------------------------------------------------------------------------------
+def test_shuffles_that_move_data_go_to_the_gpu():
+    n = Network("t", "data", Shape(8, 4, 6))
+    n.add("transpose", "x", "data", perm=(1, 2, 0))
+    assert rules_of(n, NV_FULL) == {"shuffle.transpose"}
+    n = Network("t", "data", Shape(8, 4, 6))
+    n.add("reshape", "x", "data", shape=(4, 8, 6))
+    assert rules_of(n, NV_FULL) == {"shuffle.reshape"}
+    n = Network("t", "data", Shape(8, 4, 6))
+    n.add("shuffle", "x", "data", groups=2)
+    assert rules_of(n, XAVIER) == {"shuffle.transpose"}
+
+
+def test_slice_of_a_holed_concatenation_is_a_one_line_error():
+    layers = [{"name": "a", "type": "conv", "out_channels": 20, "kernel": 1},
+              {"name": "b", "type": "conv", "out_channels": 44, "kernel": 1, "input": "data"},
+              {"name": "cat", "type": "concat", "input": ["a", "b"]},
+              {"name": "p", "type": "slice", "start": 32, "channels": 32}]
+    with pytest.raises(NvdlaSimError, match="layer 'p': a channel slice of 'cat'"):
+        run(scenario("nv_full", layers, (8, 4, 4)))
