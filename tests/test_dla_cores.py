@@ -215,3 +215,8 @@ def test_api_and_sweep_points_run_both_cores(tmp_path):
     one = run_scenario_point({**d, "dla_cores": 1}, str(tmp_path))
     two = run_scenario_point(d, str(tmp_path))
     assert two["cycles"] == rep.cores["cores"][0]["latency_cycles"] > one["cycles"]
+    # the sweep's fps column: both cores' images over the makespan
+    from nvdla_sim.sweep.results import metric_columns
+    scn = parse_scenario(d, tmp_path)
+    assert metric_columns(two, scn, {})["fps"] == rep.cores["images_per_s"]
+    assert metric_columns(one, scn, {})["fps"] == pytest.approx(1e9 / one["cycles"])

@@ -111,8 +111,8 @@ def test_the_report_rows_carry_the_mark():
 
 def test_model_cycles_shrink_only_mac_bound_benefiting_layers():
     from nvdla_sim.compiler.sparsity import sparse_cycles, sparsity_verdicts
-    scn = scenario(c=128, size=28, layers=[
-        {"name": "a", "type": "conv", "out_channels": 128, "kernel": 3, "pad": 1},
+    scn = scenario(c=256, size=28, layers=[        # C=256: two channel steps of orin_dla's 128
+        {"name": "a", "type": "conv", "out_channels": 64, "kernel": 3, "pad": 1},
         {"name": "b", "type": "conv", "out_channels": 67, "kernel": 1}])
     prep = prepare(scn)
     result = lower_and_run(prep.plan, context(prep))

@@ -50,7 +50,9 @@ def test_support_violations(build, reason):
 
 def test_support_accepts_what_the_dla_runs():
     for name, net in ((k, f()) for k, f in BUILTIN.items()):
-        assert check_support(net, NV_SMALL).violations == {}, name
+        # resnet50_softmax: its softmax head needs an Orin-class DLA (dla_rules)
+        expected = {"prob"} if name == "resnet50_softmax" else set()
+        assert set(check_support(net, NV_SMALL).violations) == expected, name
     n = Network("t", "data", Shape(16, 8, 8))
     n.add("sigmoid", "s", "data")
     n.add("clip", "c", "s", min=0.0, max=6.0)

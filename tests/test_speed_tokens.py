@@ -1,6 +1,7 @@
 """Runs of identical tokens booked in one step (issue 20) give the run every token on its own
 gives.  Reference: the same program with NVDLA_SIM_TOKEN_RUNS=0 (each CDMA request booked by
-`MemoryInterface.reserve`, each token handed to a waiting process through the event queue).
+`MemoryInterface.reserve`, each token handed to a waiting process through the event queue, each
+CSC stripe handed to CACC through its channel instead of `CaccDelivery.step`).
 Compared with `==`: every layer's start, end, bytes and bound, each interface's bytes per client,
 every per-request transfer record, every busy/stall span of the activity log and the CBUF peak;
 and the runs must have been used (fewer SimPy events, CDMA requests booked by `read_run`)."""

@@ -220,3 +220,37 @@ def test_direct_weight_pieces_are_the_offset_formula(k, c, r, s, atomic_c, group
     assert not raw[w.size * w.itemsize:].any()
     np.testing.assert_array_equal(formats.unpack_direct_weights(raw, w.shape, dt, atomic_c, group),
                                   w)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 5), st.integers(1, 5), st.sampled_from([8, 16, 32]),
+       st.sampled_from([np.int8, np.int16]), st.integers(0, 96), st.integers(0, 640),
+       st.integers(0, 2 ** 32 - 1))
+def test_strided_atom_views_are_the_byte_offsets(n_surf, h, w, atom, dtype, line_gap, surf_gap,
+                                                 seed):
+    """read_cube / write_cube through strided views against gathering and scattering with
+    byte_offsets; strides below one line or surface (overlapping atoms) included, where
+    write_cube keeps the index array's order."""
+    from nvdla_sim.formats.feature import byte_offsets, read_cube, write_cube
+    from nvdla_sim.memory import AddressSpace
+    rng = np.random.default_rng(seed)
+    elem = np.dtype(dtype).itemsize
+    atom_bytes = atom * elem
+    line = w * atom_bytes + line_gap - 48          # may be below one line: overlapping atoms
+    line = max(line, 0)
+    surf = max(0, (h - 1) * line + w * atom_bytes + surf_gap - 320)
+    offsets = byte_offsets(w, h, n_surf * atom, line, surf, atom, elem)
+    span = int(offsets.max()) + 1
+    image = rng.integers(0, 256, span + 64, dtype=np.uint8)
+    space = AddressSpace("dbb", 0, 1 << 16)
+    space.write(0x100, image)
+    got = read_cube(space, 0x100, w, h, n_surf * atom, line, surf, atom, dtype)
+    want = image[offsets].reshape(n_surf, h, w, atom * elem).copy().view(dtype)
+    np.testing.assert_array_equal(got, want.transpose(0, 3, 1, 2).reshape(n_surf * atom, h, w))
+    cube = rng.integers(np.iinfo(dtype).min, np.iinfo(dtype).max + 1,
+                        (n_surf * atom, h, w)).astype(dtype)
+    write_cube(space, 0x100, cube, line, surf, atom)
+    expect = image.copy()
+    expect[offsets] = np.ascontiguousarray(cube.reshape(n_surf, atom, h, w).transpose(0, 2, 3, 1)) \
+        .view(np.uint8).reshape(offsets.shape)
+    np.testing.assert_array_equal(space.read(0x100, span + 64), expect)

@@ -400,31 +400,18 @@ class PrecisionChoice:
 def resolve_precisions(net: Network, on_dla: Callable[[str], bool],
                        overrides: dict[str, str]) -> PrecisionChoice:
     """INT8 where possible, FP16 otherwise (TensorRT's --int8 --fp16).  An op the document
-    upgrades (UPGRADES) or given fp16 in `overrides` needs FP16.  The compiler converts between
-    integer types only (the SDP: INT8 -> INT16), so one FP16 layer on the DLA makes the whole
-    register program FP16; each layer's reason says so."""
-    needs: dict[str, str] = {}
-    for op in net.ops:
-        if not on_dla(op.name):
-            continue
-        if overrides.get(op.name) == "fp16":
-            needs[op.name] = "precision.layers names fp16"
-        else:
-            u = upgrade_of(op)
-            if u is not None:
-                needs[op.name] = f"{u.text} [rule {u.rule}]"
-    dtype = FP16 if needs else INT8
+    upgrades (UPGRADES) or given fp16 in `overrides` runs in FP16, every other DLA op in INT8 (or
+    its override): one register program, with SDP reformat passes where the precision changes
+    (compiler/reformat.py).  `dtype` is the program's base precision (INT8)."""
     per_layer = {}
-    first = next(iter(needs), None)
     for op in net.ops:
         if not on_dla(op.name):
             per_layer[op.name] = ("gpu", "GPU fallback")
-        elif op.name in needs:
-            per_layer[op.name] = ("fp16", needs[op.name])
-        elif needs:
-            per_layer[op.name] = ("fp16", f"INT8 possible, but '{first}' needs FP16 and the "
-                                          "program has one element type (no INT8 <-> FP16 "
-                                          "reformat on the DLA is modelled)")
+        elif op.name in overrides:
+            per_layer[op.name] = (overrides[op.name], f"precision.layers names {overrides[op.name]}")
+        elif (u := upgrade_of(op)) is not None:
+            per_layer[op.name] = ("fp16", f"{u.text} [rule {u.rule}]")
         else:
             per_layer[op.name] = ("int8", "INT8 where possible")
+    dtype = INT8
     return PrecisionChoice(dtype, per_layer)

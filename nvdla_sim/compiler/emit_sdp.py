@@ -78,10 +78,22 @@ class SdpLayer:
     name: str = "sdp"
     dtype: DataType = INT8                 # PROC precision (and the input's)
     out_dtype: DataType | None = None      # OUT precision when wider (INT8 -> INT16); None: dtype
+    in_dtype: DataType | None = None       # IN precision from memory (INT16 read as INT8, a
+                                           # compiler/reformat.py pass); None: dtype
 
     @property
     def output_type(self) -> DataType:
         return self.out_dtype or self.dtype
+
+    @property
+    def input_type(self) -> DataType:
+        return self.in_dtype or self.dtype
+
+
+# The conversions the SDP performs (v1 C model: SDP_RDMA, the output converter sdp_c): PROC INT8 to
+# a 16-bit OUT (INT16, or FP16 of the converter's integer), PROC FP16 to INT16 (the FP16 value
+# rounded); IN INT16 read by PROC INT8 (the integer datapath, saturated to INT8 by the converter).
+SDP_CONVERSIONS = {("INT8", "INT16"), ("INT8", "FP16"), ("FP16", "INT16")}
 
 
 DATAPATH_MIN, DATAPATH_MAX = -(1 << 31), (1 << 31) - 1     # X/Y stage results: 32 bits
@@ -323,13 +335,17 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
     c, h, w = shape
     dtype, out_type = layer.dtype, layer.output_type
     precision = dtype.name
+    in_type = layer.input_type
     if dtype.is_float and layer.out_cvt != IDENTITY:
         raise NvdlaSimError(f"{layer.name}: the FP16 SDP has no output converter (use the identity)")
-    if out_type != dtype and (out_type.is_float or dtype.is_float or out_type.bytes < dtype.bytes):
+    if out_type != dtype and (dtype.name, out_type.name) not in SDP_CONVERSIONS:
         raise NvdlaSimError(f"{layer.name}: the SDP converts {dtype} to {out_type}: only INT8 to "
-                            "INT16 is modelled")
-    if src is not None and src.dtype != dtype:
-        raise NvdlaSimError(f"{layer.name}: {src.name} is {src.dtype}, the SDP runs {dtype}")
+                            "INT16 or FP16 and FP16 to INT16 exist")
+    if in_type != dtype and (in_type, dtype) != (INT16, INT8) or in_type != dtype and flying:
+        raise NvdlaSimError(f"{layer.name}: SDP_RDMA reads {in_type} for a {dtype} SDP: only INT16 "
+                            "read as INT8 from memory exists")
+    if src is not None and src.dtype != in_type:
+        raise NvdlaSimError(f"{layer.name}: {src.name} is {src.dtype}, the SDP reads {in_type}")
     for p in (dst, pdp[1] if pdp is not None else None):
         if p is not None and p.dtype != out_type:
             raise NvdlaSimError(f"{layer.name}: {p.name} is {p.dtype}, the SDP writes {out_type}")
@@ -342,7 +358,8 @@ def write_sdp(b: ProgramBuilder, alloc: Allocator, layer: SdpLayer, shape: tuple
 
     if sdp_needs_rdma(layer, flying):
         b.reg("SDP_RDMA", "D_FEATURE_MODE_CFG", FLYING_MODE="ON" if flying else "OFF",
-              WINOGRAD="ON" if winograd else "OFF", IN_PRECISION=precision, OUT_PRECISION=out_type.name,
+              WINOGRAD="ON" if winograd else "OFF", IN_PRECISION=in_type.name,
+              OUT_PRECISION=out_type.name,
               PROC_PRECISION=precision, **({"BATCH_NUMBER": batches} if batches else {}))
         b.reg("SDP_RDMA", "D_DATA_CUBE_WIDTH", WIDTH=w - 1)
         b.reg("SDP_RDMA", "D_DATA_CUBE_HEIGHT", HEIGHT=h - 1)

@@ -251,7 +251,8 @@ def console_lines(cores: dict | None) -> list[str]:
     if not cores:
         return []
     lines = [f"DLA cores: {cores['dla_cores']} sharing the DRAM"
-             + (" and the SRAM" if cores["sram_shared"] else "") + " (docs/dla-deployment.md)"]
+             + (" and the SRAM" if cores["sram_shared"] else "")
+             + " (the table above: core 0 under contention; docs/dla-deployment.md)"]
     for c in cores["cores"]:
         alone = f", alone {c['alone_cycles']:.0f} ({c['slowdown']:.2f}x)" \
             if c.get("alone_cycles") else ""

@@ -145,3 +145,36 @@ def sparse_cycles(verdicts: list[SparseVerdict], result) -> dict[str, tuple[floa
             else cycles
         out[v.layer] = (cycles, est)
     return out
+
+
+BENEFIT_MARK = "structured sparsity 2:4:"
+
+
+def attach_sparse_cycles(rep, plan, result) -> None:
+    """The report's rows get the model's cycles with 2:4 weights (`LayerRow.sparse_cycles`) where
+    a convolution of theirs benefits (the lowering's note says so), and the report the model's
+    total latency (`Report.sparse_total_cycles`): the run's total minus the cycles the
+    benefiting layers save (sparse_cycles; the layers run one after another)."""
+    marked = {layer.name for layer in plan.layers
+              if any(n.startswith(BENEFIT_MARK) for n in layer.notes)}
+    verdicts = [v for v in sparsity_verdicts(plan, plan.hw, None) if v.layer in marked]
+    model = sparse_cycles(verdicts, result)
+    saved_total = 0.0
+    for r in rep.rows:
+        saved = sum(model[h][0] - model[h][1] for h in r.hw_layers if h in model)
+        if any(h in model for h in r.hw_layers) and r.cycles is not None:
+            r.sparse_cycles = r.cycles - saved
+            r.note = "; ".join(n for n in (f"2:4 model: {r.sparse_cycles:.0f} cycles", r.note) if n)
+            saved_total += saved
+    if rep.total_cycles is not None:
+        rep.sparse_total_cycles = rep.total_cycles - saved_total
+
+
+def console_line(rep) -> list[str]:
+    """The report's summary line of the structured-sparsity model (none without it)."""
+    total = getattr(rep, "sparse_total_cycles", None)
+    if total is None or not rep.total_cycles:
+        return []
+    rows = [r for r in rep.rows if getattr(r, "sparse_cycles", None) is not None]
+    return [f"structured sparsity 2:4 (model, docs/dla-deployment.md): {len(rows)} rows benefit; "
+            f"{rep.total_cycles:.0f} -> {total:.0f} cycles ({100 * (total / rep.total_cycles - 1):+.1f} %)"]

@@ -62,6 +62,14 @@ def resnet50() -> Network:
     return n
 
 
+def resnet50_softmax() -> Network:
+    """ResNet-50 with its classifier's softmax ("prob"), as a Jetson deployment has it."""
+    n = resnet50()
+    n.name = "resnet50_softmax"
+    n.add("softmax", "prob", "fc1000", axis="c")
+    return n
+
+
 def googlenet() -> Network:
     n = Network("googlenet", "data", Shape(3, 224, 224))
     x = n.conv("conv1", "data", 64, 7, stride=2, pad=3, relu=True)
@@ -97,4 +105,5 @@ def googlenet() -> Network:
 
 BUILTIN: dict[str, Callable[[], Network]] = {
     "lenet5": lenet5, "alexnet": alexnet, "resnet50": resnet50, "googlenet": googlenet,
+    "resnet50_softmax": resnet50_softmax,
 }

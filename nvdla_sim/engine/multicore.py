@@ -75,7 +75,6 @@ class SharedMemory:
             self._dram = engine.memory.primary
         else:
             engine.memory.primary = self._dram
-        engine.core = core
         self.engines.append(engine)
 
     def _interface(self, engine, name: str, profile, memif_cfg, outstanding: int,

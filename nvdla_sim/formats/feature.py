@@ -42,6 +42,32 @@ def byte_offsets(width: int, height: int, channels: int, line_stride: int, surf_
     return s + y + x + lane
 
 
+def atom_view(raw: np.ndarray, n_surf: int, height: int, width: int, atom_bytes: int,
+              line_stride: int, surf_stride: int) -> np.ndarray:
+    """The bytes `byte_offsets` lists, (S, H, W, atom_bytes), as a strided view of `raw`
+    (contiguous uint8 starting at the cube's first byte, at least `span_bytes` long): no index
+    array, no gather.  Writable views are only taken where atoms cannot overlap (`disjoint`)."""
+    if raw.ndim != 1 or raw.dtype != np.uint8 or not raw.flags.c_contiguous or \
+            raw.size < span_bytes(n_surf, height, width, atom_bytes, line_stride, surf_stride):
+        raise ValueError("atom_view: raw must be contiguous uint8 covering the cube")
+    return np.lib.stride_tricks.as_strided(raw, (n_surf, height, width, atom_bytes),
+                                           (surf_stride, line_stride, atom_bytes, 1))
+
+
+def span_bytes(n_surf: int, height: int, width: int, atom_bytes: int, line_stride: int,
+               surf_stride: int) -> int:
+    """Bytes from the cube's first to one past its last byte."""
+    return (n_surf - 1) * surf_stride + (height - 1) * line_stride + width * atom_bytes
+
+
+def disjoint(n_surf: int, height: int, width: int, atom_bytes: int, line_stride: int,
+             surf_stride: int) -> bool:
+    """Whether no byte belongs to two atoms (lines do not overlap, nor do surfaces)."""
+    line = width * atom_bytes
+    return (height == 1 or line_stride >= line) and \
+        (n_surf == 1 or surf_stride >= (height - 1) * line_stride + line)
+
+
 @dataclass(frozen=True)
 class FeatureLayout:
     """Where a feature cube lies: its size, element type, strides (bytes) and atom size."""
@@ -127,7 +153,13 @@ def pack_feature_layout(cube: np.ndarray, layout: FeatureLayout) -> np.ndarray:
     lanes[:c] = cube
     data = element_bytes(lanes.reshape(n_surf, a, h, w).transpose(0, 2, 3, 1))
     image = np.zeros(layout.size_bytes, np.uint8)
-    image[layout.offsets()] = data.reshape(n_surf, h, w, a * layout.dtype.bytes)
+    atom_bytes = a * layout.dtype.bytes
+    atoms = data.reshape(n_surf, h, w, atom_bytes)
+    if disjoint(n_surf, h, w, atom_bytes, layout.line_stride, layout.surface_stride):
+        atom_view(image, n_surf, h, w, atom_bytes, layout.line_stride,
+                  layout.surface_stride)[...] = atoms
+    else:
+        image[layout.offsets()] = atoms
     return image
 
 
@@ -135,8 +167,10 @@ def unpack_feature(raw, layout: FeatureLayout) -> np.ndarray:
     """The (C, H, W) cube of `layout.dtype` in `raw` (bytes from the cube's start address)."""
     raw = as_bytes(raw, "feature format")
     need(raw, layout.size_bytes, "feature format")
-    data = np.ascontiguousarray(raw[layout.offsets()])
     n_surf, a = layout.surfaces, layout.atom_channels
+    data = np.ascontiguousarray(atom_view(np.ascontiguousarray(raw), n_surf, layout.height,
+                                          layout.width, a * layout.dtype.bytes,
+                                          layout.line_stride, layout.surface_stride))
     elements = from_bytes(data, layout.dtype).reshape(n_surf, layout.height, layout.width, a)
     lanes = elements.transpose(0, 3, 1, 2).reshape(n_surf * a, layout.height, layout.width)
     return lanes[:layout.channels]
@@ -185,12 +219,11 @@ def read_cube(space: AddressSpace, base: int, width: int, height: int, channels:
     """Read a cube as (S*atom, H, W) of `dtype` (numpy type; little-endian elements), `atom`
     elements per surface (padding lanes included)."""
     elem_bytes = np.dtype(dtype).itemsize
-    offsets = byte_offsets(width, height, channels, line_stride, surf_stride, atom, elem_bytes)
-    span = int(offsets.max()) + 1
-    raw = space.read(base, span)
-    data = raw[offsets]
-    n_surf = offsets.shape[0]
-    data = np.ascontiguousarray(data).view(np.dtype(dtype).newbyteorder("<")).astype(dtype)
+    n_surf = surfaces(channels, atom)
+    shape = (n_surf, height, width, atom * elem_bytes, line_stride, surf_stride)
+    raw = space.read(base, span_bytes(*shape))
+    data = np.ascontiguousarray(atom_view(raw, *shape))
+    data = data.view(np.dtype(dtype).newbyteorder("<")).astype(dtype)
     return data.transpose(0, 3, 1, 2).reshape(n_surf * atom, height, width)
 
 
@@ -201,14 +234,16 @@ def write_cube(space: AddressSpace, base: int, cube: np.ndarray, line_stride: in
     c_pad, height, width = cube.shape
     elem_bytes = cube.dtype.itemsize
     n_surf = c_pad // atom
-    offsets = byte_offsets(width, height, c_pad, line_stride, surf_stride, atom, elem_bytes)
-    span = int(offsets.max()) + 1
+    shape = (n_surf, height, width, atom * elem_bytes, line_stride, surf_stride)
     dense = line_stride == width * atom * elem_bytes and surf_stride == height * line_stride
     data = element_bytes(cube.reshape(n_surf, atom, height, width).transpose(0, 2, 3, 1)) \
         .reshape(n_surf, height, width, atom * elem_bytes)
     if dense:
         space.write(base, data.reshape(-1))
         return
-    raw = space.read(base, span)
-    raw[offsets] = data
+    raw = space.read(base, span_bytes(*shape))
+    if disjoint(*shape):
+        atom_view(raw, *shape)[...] = data
+    else:                        # overlapping atoms: the index array's order decides
+        raw[byte_offsets(width, height, c_pad, line_stride, surf_stride, atom, elem_bytes)] = data
     space.write(base, raw)

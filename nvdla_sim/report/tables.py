@@ -52,6 +52,8 @@ class LayerRow:
                                        # (report/statistics.py); None: not counted (timing only)
     stats_flags: list[str] = field(default_factory=list)   # saturation / LUT range flags
     luts: list | None = None           # each LUT: measured error, hit counts
+    sparse_cycles: float | None = None  # sparse_weights: the 2:4 model's cycles where a conv
+                                       # benefits (compiler/sparsity.py; None: no benefit)
 
 
 @dataclass
@@ -80,6 +82,7 @@ class Report:
                                        # the whole batch's (its latency); fps is images/s
     deployment: dict | None = None     # DLA presets: subnetworks, pools, precisions
                                        # (compiler/subnetworks.py, docs/dla-deployment.md)
+    sparse_total_cycles: float | None = None   # sparse_weights: the 2:4 model's latency
     cores: dict | None = None          # dla_cores 2: per-core latency, images/s (compiler/multicore.py)
 
     @property
@@ -159,7 +162,9 @@ def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanRes
         for layer in layers:
             ops += [o for o in layer.ops if o not in ops]
         device = "GPU" if all(layer.kind == "gpu" for layer in layers) else "DLA"
-        dtype = plan.layer_dtype(layers[0])         # a row's layers share its precision
+        # a row's layers share its precision (INT8 <-> FP16 reformat passes aside: reformat.py)
+        dtype = plan.layer_dtype(next((layer for layer in layers
+                                       if not layer.reformat), layers[0]))
         macs_per_cycle = precision_macs(hw.macs, dtype.bytes)
         r = LayerRow(row, ops, [layer.name for layer in layers], "+".join(kinds), device,
                      sum(layer.macs for layer in layers) * batch,
@@ -190,16 +195,31 @@ def build_rows(plan: HwPlan, clock_mhz: float, dram_gbps: float, result: PlanRes
     return rows
 
 
+def _plan_precision(plan: HwPlan) -> str:
+    """The plan's precision; INT8+FP16 when `precision: [int8, fp16]` mixed them."""
+    used = {plan.layer_dtype(layer).name for layer in plan.layers
+            if layer.on_dla and not layer.reformat}
+    return "INT8+FP16" if {"INT8", "FP16"} <= used else plan.dtype.name
+
+
 def build_report(prep, result: PlanResult | None, values: dict | None = None) -> Report:
     """The report of a prepared scenario (`result` None: the compile-only view, no timing)."""
     scn = prep.scenario
     rep = Report(scn.name, prep.network.name, scn.hardware.name,
                  precision_macs(scn.hardware.macs, prep.plan.dtype.bytes), scn.clock_mhz,
                  scn.memory.dram_gbps, scn.memory.cvsram_bytes, scn.mode,
-                 precision=prep.plan.dtype.name, batch=getattr(scn, "batch", 1))
+                 precision=_plan_precision(prep.plan), batch=getattr(scn, "batch", 1))
     rep.rows = build_rows(prep.plan, scn.clock_mhz, scn.memory.dram_gbps, result, prep.reference, values,
                           rep.batch)
     rep.total_cycles = result.total_cycles if result else None
+    if getattr(prep, "precisions", None) and rep.precision == "INT8+FP16":
+        for r in rep.rows:                  # [int8, fp16]: why a row left INT8 (reformat.py)
+            p, why = prep.precisions.get(r.ops[-1] if r.ops else "", ("", ""))
+            if p == "fp16":
+                r.note = "; ".join(n for n in (f"FP16: {why}", r.note) if n)
+    if getattr(scn, "sparse_weights", False) and result is not None:
+        from ..compiler.sparsity import attach_sparse_cycles
+        attach_sparse_cycles(rep, prep.plan, result)
     if scn.network.source == "builtin" and rep.macs_per_cycle == 2048:
         rep.estimator_ms = ESTIMATOR_MS.get(scn.network.builtin)   # its figures are for 2048 MACs
     from ..energy.report import attach_energy
@@ -262,6 +282,8 @@ def format_console(rep: Report) -> str:
     lines += console_lines(rep)
     lines += host_lines(rep)
     lines += statistics_lines(rep)
+    from ..compiler.sparsity import console_line as sparse_line
+    lines += sparse_line(rep)
     from ..compiler.subnetworks import console_lines as deployment_lines
     lines += deployment_lines(rep.deployment)
     from ..compiler.multicore import console_lines as cores_lines

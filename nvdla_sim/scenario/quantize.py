@@ -74,6 +74,7 @@ from ..compiler.emit_pdp import PdpLayer
 from ..compiler.emit_sdp import SdpLayer, XStage, YStage, grid_clamp
 from ..compiler.hwlayers import HwLayer, HwPlan, PostOp
 from ..compiler.lut import activation_lut
+from ..compiler.reformat import is_reformat, reformat_quant
 from ..datatype import FP16, INT8, DataType
 from ..errors import NvdlaSimError, UnsupportedError
 
@@ -257,7 +258,10 @@ def calibrate(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig) -> 
         r = _find(parent, name)
         groups[name] = r
         a = group_amax[r]
-        grid[name] = activation_grid(plan.tensor_dtype(name), cfg, group_signed[r], name)
+        dt = plan.tensor_dtype(name) if name in plan.tensors else plan.dtype
+        if dt.is_float:                     # FP16 in an INT8 plan: its INT8 copy's scale
+            dt = plan.dtype
+        grid[name] = activation_grid(dt, cfg, group_signed[r], name)
         scales[name] = (a if a > 0 else 1.0) / grid[name]
     return Calibration(amax, scales, groups, grid)
 
@@ -540,8 +544,18 @@ def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig 
     from ..compiler.ext_ops import is_sdpfn, quantize_sdpfn
     for name, t in plan.tensors.items():
         t.scale = cal.scales.get(name)
+        if t.scale is not None and not plan.dtype.is_float and plan.tensor_dtype(name).is_float:
+            t.scale = 1.0                       # an FP16 buffer of an INT8 plan: real values
     lq = _FloatLayers(plan, cal) if plan.dtype.is_float else _LayerQuantizer(plan, cal, cfg)
+    fl = _FloatLayers(plan, cal)                # FP16 layers of an INT8 plan (compiler/reformat.py)
     for layer in plan.layers:
+        if is_reformat(layer):
+            layer.quant = reformat_quant(layer, plan, cal.scales)
+            continue
+        if layer.on_dla and plan.layer_dtype(layer).is_float and not plan.dtype.is_float:
+            layer.quant = getattr(fl, {"conv": "conv", "sdp": "sdp_layer"}.get(layer.kind,
+                                                                             layer.kind))(layer)
+            continue
         if hasattr(lq, "begin"):
             lq.begin(layer)
         if layer.kind == "conv":

@@ -243,8 +243,9 @@ def sqnr_db(reference: np.ndarray, test: np.ndarray) -> float:
     """Signal-to-quantisation-noise ratio of `test` against `reference`, in dB (inf when equal)."""
     ref = reference.astype(np.float64).ravel()
     err = ref - test.astype(np.float64).ravel()
-    noise = float(np.dot(err, err))
-    signal = float(np.dot(ref, ref))
+    with single_thread():          # BLAS dot products: one thread (kernels/blas.py)
+        noise = float(np.dot(err, err))
+        signal = float(np.dot(ref, ref))
     if noise == 0.0:
         return float("inf")
     if signal == 0.0:

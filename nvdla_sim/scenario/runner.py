@@ -154,7 +154,11 @@ def _prepare(scn: Scenario, forced: dict[str, str] | None = None) -> Prepared:
     # timing: activations are sized tokens, so no random image is drawn (a .npy is still read:
     # its shape is checked)
     x = make_input(scn, network) if scn.values or scn.input.source == "npy" else None
-    plan = build_plan(network, weights, scn.hardware, support, scn.dtype, scn.layer_dtypes)
+    plan = build_plan(network, weights, scn.hardware, support, scn.dtype,
+                      mixed_layer_dtypes(precisions) if precisions else scn.layer_dtypes,
+                      input_dtype=mixed_input_dtype(scn) if precisions else None)
+    if precisions:
+        fused_precisions(plan, precisions)
     prep = Prepared(scn, network, weights, support, plan, x, precisions=precisions)
     if scn.values:
         net = plan.network                  # with the ops compiler/ext_ops.py expanded
@@ -202,7 +206,8 @@ def context(prep: Prepared) -> LoweringContext:
         grid = prep.calibration.grid.get(name) if prep.calibration else None
         images = [prep.input] if scn.batch == 1 else list(prep.input)
         stored = [t.to_stored(quantize_input(x, t.scale, dtype, grid, quant_config(
-            scn.quantization)) if grid else quantize_tensor(x, t.scale, dtype)) for x in images]
+            scn.quantization)) if grid and not dtype.is_float else quantize_tensor(x, t.scale, dtype))
+            for x in images]
         x_int8 = stored[0] if scn.batch == 1 else np.stack(stored)
     return LoweringContext(scn.hardware, scn.clock_mhz, scn.memory.dram, scn.memory.cvsram,
                            cvsram_capacity(scn), scn.values, x_int8,
@@ -259,23 +264,39 @@ def _force(support: SupportReport, forced: dict[str, str] | None) -> None:
 
 def mixed_precision(scn: Scenario, network: Network, support: SupportReport):
     """`precision: [int8, fp16]` resolved (compiler/dla_rules.resolve_precisions): the scenario
-    in the one precision its program runs in, each op's precision and why, the support report
-    in that precision."""
+    in INT8 with every op that needs FP16 (an upgrade rule, precision.layers) named fp16 in its
+    layer precisions (compiler/reformat.py inserts the SDP passes between them), each op's
+    precision and why, the support report."""
     from dataclasses import replace
     from ..compiler.dla_rules import resolve_precisions
     choice = resolve_precisions(network, support.on_dla, scn.layer_precision)
-    name = choice.dtype.name.lower()
-    for layer, p in scn.layer_precision.items():
-        if p != name:
-            first = next(op for op, (q, why) in choice.per_layer.items()
-                         if q == name and not why.startswith("INT8 possible"))
-            raise NvdlaSimError(f"precision.layers.{layer}: {p}, but '{first}' runs in {name} "
-                                f"({choice.per_layer[first][1]}) and a program has one element "
-                                "type (no INT8 <-> FP16 reformat is modelled)")
-    scn = replace(scn, precision=name)       # (overrides kept: all in that precision)
-    if name != "int8":
-        support = check_support(network, scn.hardware, scn.dtype, scn.batch)
+    scn = replace(scn, precision=choice.dtype.name.lower())
     return scn, choice.per_layer, support
+
+
+def mixed_layer_dtypes(precisions: dict) -> dict:
+    """The layer precisions build_plan takes for a resolved `[int8, fp16]` (ops not in INT8)."""
+    from ..datatype import BY_NAME
+    return {op: BY_NAME[p] for op, (p, _) in precisions.items() if p not in ("gpu", "int8")}
+
+
+def mixed_input_dtype(scn: Scenario):
+    """`[int8, fp16]` with an FP16 I/O format (kCHW16) for the input: the host stores FP16 and
+    the program reformats it for INT8 readers (compiler/reformat.py); else None."""
+    from ..datatype import FP16
+    return FP16 if getattr(scn, "input_format", "auto") == "chw16" else None
+
+
+def fused_precisions(plan: HwPlan, precisions: dict) -> None:
+    """An op sharing a hardware layer with an FP16 op runs in FP16 too (one SDP pass has one
+    precision): its reason names that op."""
+    for layer in plan.layers:
+        if not layer.on_dla or not plan.layer_dtype(layer).is_float:
+            continue
+        first = next((o for o in layer.ops if precisions.get(o, ("",))[0] == "fp16"), None)
+        for op in layer.ops:
+            if op in precisions and precisions[op][0] != "fp16":
+                precisions[op] = ("fp16", f"in one hardware layer with '{first}' (FP16)")
 
 
 def scn_of(prep: Prepared) -> Scenario:

@@ -60,9 +60,10 @@ def run_scenario_point(scenario: dict, base_dir: str) -> dict:
     from ..compiler.lower import lower_and_run
     from ..scenario.runner import batch_values, context, output_sqnr_db
     prep = compile_point(scenario, base_dir)
+    cores = None
     if prep.scenario.dla_cores > 1:     # core 0's latency under contention (compiler/multicore.py)
         from ..compiler.multicore import run_prepared
-        result = run_prepared(prep, replace(context(prep), timeline=False))[0]
+        result, cores = run_prepared(prep, replace(context(prep), timeline=False))
     else:
         result = lower_and_run(prep.plan, replace(context(prep), timeline=False))
     values = batch_values(prep.plan, result) if prep.scenario.values else None
@@ -75,7 +76,8 @@ def run_scenario_point(scenario: dict, base_dir: str) -> dict:
             "lowest_sqnr_db": lowest[1] if lowest else None,
             "output_sqnr_db": output_sqnr_db(prep, values),
             "gpu_layers": sum(r.device == "GPU" for r in report.rows),
-            **energy_metrics(report)}
+            **energy_metrics(report),
+            **({"fps": cores["images_per_s"]} if cores else {})}   # both cores' images/s
 
 
 def energy_metrics(report) -> dict:

@@ -117,7 +117,8 @@ def metric_columns(metrics: dict, scn, row: dict) -> dict:
     cycles = float(metrics["cycles"])
     ms = cycles / (scn.clock_mhz * 1e3)
     images = getattr(scn, "batch", 1)          # a batch: fps is images per second
-    out = {"cycles": cycles, "ms": ms, "fps": 1000.0 * images / ms if ms > 0 else None,
+    out = {"cycles": cycles, "ms": ms, "fps": metrics.get("fps") or  # (dla_cores 2: aggregate)
+           (1000.0 * images / ms if ms > 0 else None),
            "dram_bytes": int(metrics.get("dram_bytes") or 0)}
     for name in ("cvsram_traffic_bytes", "lowest_sqnr_db", "output_sqnr_db", "gpu_layers") + \
             ENERGY_COLUMNS + \
@@ -221,4 +222,3 @@ def _atomic_write(path: Path, text: str) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
-

@@ -348,6 +348,7 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
     free = env.now
     n_groups = len(geom.group_kernels)
     mac_busy = []
+    direct = token_runs()
     for g, kernels in enumerate(geom.group_kernels):
         wt = yield from waited(env, tm.channel(CH_WEIGHT).get(), tracker, "weights not in CBUF")
         ready = max(data.last, wt.last)
@@ -359,7 +360,9 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
         for i, s in enumerate(geom.stripes):
             pkg = max(s, p.conv.csc_min_stripe_atoms, load)
             last_pkg = t + (geom.packages - 1) * pkg
-            yield from wait_until(env, last_pkg)
+            sleep = sleep_event(env, last_pkg)      # wait_until without a generator
+            if sleep is not None:
+                yield sleep
             tracker.busy(t, last_pkg)
             # The stripe's last package may go only when CACC can take the whole stripe.
             atoms = s * geom.atoms_per_slot
@@ -372,14 +375,22 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
                 ready_at = credits.ready(take, env.now)
             if ready_at > env.now:
                 tracker.stall(env.now, ready_at, "no CACC credits")
-                yield from wait_until(env, ready_at)
+                sleep = sleep_event(env, ready_at)
+                if sleep is not None:
+                    yield sleep
             credits.take(take)
             last_pkg = env.now
             end_layer = g == n_groups - 1 and i == len(geom.stripes) - 1
             first = last_pkg + p.conv.cmac_cacc_cycles
             # tag: the memory atoms the stripe completes, when not one per slot
             done = atoms * geom.group_atoms[g] if geom.group_atoms else None
-            out.put(Seg(atoms, first, first + s - 1, tag=done, end=end_layer))
+            stripe = Seg(atoms, first, first + s - 1, tag=done, end=end_layer)
+            delivery = _CACC.get(tm) if direct and not end_layer else None
+            if delivery is not None and delivery.active and len(out._getters) == 1 \
+                    and not out._items and (not env._queue or env._queue[0][0] > env._now):
+                delivery.step(stripe)        # CACC waits and nothing else is due: CaccDelivery
+            else:
+                out.put(stripe)
             tracker.busy(last_pkg, last_pkg + pkg)
             t = last_pkg + pkg
         mac_busy.append((start, t))
@@ -477,6 +488,43 @@ def delivery_credits(tm: "TimingModel") -> DeliveryCredits:
     return credits
 
 
+class CaccDelivery:
+    """CACC's delivery of the stripes of one layer: what `cacc` does with each stripe it takes.
+
+    CSC may hand a stripe straight to `step` instead of through the channel (issue 20) when CACC
+    waits for it and no other event is due this cycle: the relay would be the next event
+    processed and CACC's step would run then, at the same cycle, before anything else; CSC's
+    code after the hand-over until it sleeps touches nothing CACC reads and schedules nothing
+    this cycle (its next package is later), so the order of every booking is the same."""
+    __slots__ = ("env", "tracker", "credits", "out", "c", "read", "to_sdp", "free", "waiting",
+                 "active")
+
+    def __init__(self, env, tracker, credits, out, c: float, read: float, to_sdp: float):
+        self.env, self.tracker, self.credits, self.out = env, tracker, credits, out
+        self.c, self.read, self.to_sdp = c, read, to_sdp
+        self.free = self.waiting = env.now      # waiting: when CACC last asked for a stripe
+        self.active = True                      # its layer's loop runs (CSC may call `step`)
+
+    def step(self, seg: Seg) -> None:
+        """Book the stripe's delivery after the previous one (the credit counter needs it at
+        once) and hand SDP its atoms."""
+        env, c, free, credits = self.env, self.c, self.free, self.credits
+        now = env._now
+        start = max(free, seg.first, now)
+        end = max(start + seg.n * c, seg.last + c)
+        credits.deliver(end - seg.n * c, c, min(seg.n, credits.capacity))
+        read, to_sdp = self.read, self.to_sdp
+        self.out.put(Seg(seg.n if seg.tag is None else seg.tag, start + read + to_sdp,
+                         end - c + read + to_sdp, end=seg.end))
+        self.tracker.stall(max(free, self.waiting), start, "no stripe")  # idle after the last
+        self.tracker.busy(start, end, "delivery")
+        self.free = end
+        self.waiting = now
+
+
+_CACC: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def cacc(unit: "Unit", kernel_group: int = 0) -> Generator:
     """Delivery of each output atom: the kernel group's channels at the SDP input rate (INT16/FP16
     groups hold half the kernels, so an atom of them takes half the cycles) after one delivery
@@ -486,31 +534,20 @@ def cacc(unit: "Unit", kernel_group: int = 0) -> Generator:
     tm: TimingModel = unit.engine.timing
     env, p = tm.env, tm.params
     r = p.rates
-    tracker = tm.tracker("CACC")
-    credits = delivery_credits(tm)
     inp = tm.channel(CH_STRIPE)
-    out = tm.channel(CH_SDP)
     c = r.cacc_cycles_per_atom
     if kernel_group and kernel_group != unit.hw.atomic_k:
         c = kernel_group / max(1, unit.hw.sdp.bs_throughput) + p.conv.cacc_ram_read_cycles
-    read = p.conv.cacc_ram_read_cycles
-    to_sdp = p.conv.cacc_pipeline_cycles
-    free = env.now
+    state = CaccDelivery(env, tm.tracker("CACC"), delivery_credits(tm), tm.channel(CH_SDP), c,
+                         p.conv.cacc_ram_read_cycles, p.conv.cacc_pipeline_cycles)
+    _CACC[tm] = state
     while True:
-        # Take each stripe as CSC hands it over (CACC's assembly buffer holds it) and book its
-        # delivery after the previous one: the credit counter needs it at once.
-        waiting = env.now
+        # Take each stripe as CSC hands it over (CACC's assembly buffer holds it).
         got = inp.get()
         seg = got.value if type(got) is Ready else (yield got)
-        start = max(free, seg.first, env.now)
-        end = max(start + seg.n * c, seg.last + c)
-        credits.deliver(end - seg.n * c, c, min(seg.n, credits.capacity))
-        out.put(Seg(seg.n if seg.tag is None else seg.tag, start + read + to_sdp,
-                    end - c + read + to_sdp, end=seg.end))
-        tracker.stall(max(free, waiting), start, "no stripe")    # idle after the last delivery
-        tracker.busy(start, end, "delivery")
-        free = end
+        state.step(seg)
         if seg.end:
             break
-    yield from wait_until(env, free)
-    tracker.flush()
+    state.active = False
+    yield from wait_until(env, state.free)
+    state.tracker.flush()

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
 from .dma import ReadChunk, read_stream, write_stream
-from .tokens import Seg, serve, wait_until, waited
+from .tokens import Ready, Seg, serve, sleep_event, wait_until, waited
 
 if TYPE_CHECKING:
     from ..units.base import Unit
@@ -150,7 +150,9 @@ def core(unit: "Unit", geom: PdpGeometry) -> Generator:
     line_left, line_extra, line_out = next(lines)
     remaining_lines = geom.lines
     while remaining_lines:
-        seg = yield from waited(env, inp.get(), tracker, f"{inp.name} empty")
+        got = inp.get()              # without a generator when handed over at once
+        seg = got.value if type(got) is Ready else \
+            (yield from waited(env, got, tracker, f"{inp.name} empty"))
         # Lines this token completes: their bubbles and the output rows they finish.
         n, extra, out_atoms = seg.n, 0, 0
         while n > 0 and remaining_lines:
@@ -168,7 +170,9 @@ def core(unit: "Unit", geom: PdpGeometry) -> Generator:
         if out_atoms or not remaining_lines:
             out.put(Seg(out_atoms, start + c + depth, end + depth, end=not remaining_lines))
         tracker.busy(start, end)
-        yield from wait_until(env, end)
+        sleep = sleep_event(env, end)
+        if sleep is not None:
+            yield sleep
         inp.release(seg.n)
     tracker.flush()
     done = yield writer

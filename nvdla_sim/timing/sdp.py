@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
 from .dma import split_atoms, token_atoms, write_stream
-from .tokens import Seg, serve, wait_until, waited
+from .tokens import GRANTED, Ready, Seg, serve, sleep_event, wait_until, waited
 
 if TYPE_CHECKING:
     from ..units.base import Unit
@@ -148,8 +148,12 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
         if geom.flying and tm.claim(CH_OPERANDS) else None
     have, have_last = 0.0, 0.0
     end = env.now
+    room = out.room if out is not None else None
     while True:
-        seg = yield from waited(env, inp.get(), tracker, f"{inp.name} empty")
+        # event-free hand-overs and grants without a generator (tokens.Ready / GRANTED)
+        got = inp.get()
+        seg = got.value if type(got) is Ready else \
+            (yield from waited(env, got, tracker, f"{inp.name} empty"))
         if ops is not None:
             while have < seg.n - 1e-9:
                 op = yield from waited(env, ops.get(), tracker, f"{ops.name} empty")
@@ -158,14 +162,18 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
             seg = Seg(seg.n, max(seg.first, min(have_last, seg.last)), max(seg.last, have_last),
                       seg.tag, seg.end)
         n_out = seg.n if geom.out_ratio == 1 else seg.n * geom.out_ratio
-        if out is not None and out.room is not None:
-            yield from waited(env, out.room.acquire(n_out), tracker, f"{out.name} full")
+        if room is not None:
+            grant = room.acquire(n_out)
+            if grant is not GRANTED:
+                yield from waited(env, grant, tracker, f"{out.name} full")
         start, end = serve(env.now, seg, c)
         tracker.stall(env.now, start, "waiting for data")
         if out is not None:
             out.put(Seg(n_out, start + c + depth, end + depth, end=seg.end))
         tracker.busy(start, end)
-        yield from wait_until(env, end)
+        sleep = sleep_event(env, end)
+        if sleep is not None:
+            yield sleep
         inp.release(seg.n)
         if ops is not None:
             have -= seg.n

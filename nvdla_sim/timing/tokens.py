@@ -37,7 +37,7 @@ class Granted:
 GRANTED = Granted()
 
 
-@dataclass
+@dataclass(slots=True)          # built once per token: slots make that cheaper
 class Seg:
     n: float                    # units in the token
     first: float                # cycle the first unit is available
@@ -213,7 +213,8 @@ class Tracker:
         self.span("busy", start, end, label)
 
     def stall(self, start: float, end: float, label: str) -> None:
-        self.span("stall", start, end, label)
+        if end > start:              # most stalls of a token loop are empty: no call for them
+            self.span("stall", start, end, label)
 
     def flush(self) -> None:
         for kind, (start, end, label) in self._open.items():

@@ -259,6 +259,12 @@ def precisions(unit: Unit, view: GroupView, precision_reg: str,
     for fld in precision_fields:
         where = f"{unit.block}.{precision_reg}.{fld}"
         dtype = from_code(view.field(precision_reg, fld), where)
+        if dtype == INT16 and fld in ("OUT_PRECISION", "IN_PRECISION") and \
+                "fp16" in [str(t).lower() for t in unit.hw.data_types]:
+            # an SDP with FP16 has the 16-bit integer words its FP16 -> INT16 converter writes
+            # (v1 C model sdp_c): memory INT16 in and out, with no INT16 MACs (compiler/reformat.py)
+            types.append(dtype)
+            continue
         require_supported(dtype, unit.hw.data_types, unit.hw.name, where)
         types.append(dtype)
     if view.field("D_FEATURE_MODE_CFG", "WINOGRAD"):

@@ -1,0 +1,96 @@
+"""Token runs (issue 20): events and CPU seconds of timing-only ResNet-50 with and without them.
+
+    python benchmarks/bench_tokens.py [--configs nv_large,nv_small,...] [--repeat N]
+                                      [--step-cache]
+
+For each configuration (the presets, and 128..1024-MAC variants of nv_small and 64..1024-MAC
+variants of nv_large: ATOMIC_C x ATOMIC_K on the preset's CBUF banks and interfaces, nv_small's
+8-byte memory atom, nv_large's variants with ATOMIC_K-byte atoms as the array sweep builds them) runs the simulation alone
+(`lower_and_run`, in this process) with NVDLA_SIM_TOKEN_RUNS=0 (every token on its own) and with
+the runs, and prints SimPy events, CPU seconds (time.process_time, the minimum of `--repeat`
+runs: the machine is shared), simulated cycles (must be equal: the runs are exact) and the CPU
+ratio to nv_large.  The step cache (helper "reuse") is off unless `--step-cache`.  Nothing is
+asserted here (no timed tests); docs/performance.md records the figures.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+# name -> hardware (a preset, or a preset with another MAC array)
+CONFIGS = {
+    "nv_large": "nv_large", "nv_small_256": "nv_small_256", "nv_small": "nv_small",
+    "nv_full": "nv_full",
+    # nv_small's 8-byte memory atom; a CBUF entry one ATOMIC_C atom (the bank width)
+    **{f"nv_small_{c * k}": {"preset": "nv_small", "atomic_c": c, "atomic_k": k,
+                             "cbuf": {"bank_width_bytes": c}}
+       for c, k in ((16, 8), (32, 8), (64, 8), (64, 16))},
+    # as the array sweep builds them: memory atom ATOMIC_K bytes
+    **{f"nv_large_{c * k}": {"preset": "nv_large", "atomic_c": c, "atomic_k": k,
+                             "memory_atomic_bytes": k, "cbuf": {"bank_width_bytes": c}}
+       for c, k in ((8, 8), (16, 8), (16, 16), (32, 16), (64, 16))},
+}
+
+
+def run(hardware, runs: bool) -> tuple[int, float, float]:
+    """(events, CPU s, cycles) of timing-only ResNet-50 INT8 at 10 GB/s."""
+    from nvdla_sim.compiler.lower import lower_and_run
+    from nvdla_sim.scenario.runner import context, prepare
+    from nvdla_sim.scenario.schema import parse_scenario
+    os.environ["NVDLA_SIM_TOKEN_RUNS"] = "1" if runs else "0"
+    scn = parse_scenario({"hardware": hardware, "network": "resnet50", "mode": "timing-only",
+                          "precision": "int8", "clock_mhz": 1000,
+                          "memory": {"dram_gbps": 10, "dram_latency_ns": 100, "cvsram_bytes": 0},
+                          "outputs": {"plots": False}}, None)
+    prep = prepare(scn)
+    ctx = context(prep)
+    cpu0 = time.process_time()
+    res = lower_and_run(prep.plan, ctx)
+    cpu = time.process_time() - cpu0
+    return next(res.engine_result.engine.env._eid), cpu, res.total_cycles
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per figure (minimum CPU)")
+    ap.add_argument("--step-cache", action="store_true", help="leave the step cache on")
+    args = ap.parse_args()
+    if not args.step_cache:
+        os.environ["NVDLA_SIM_NO_STEP_CACHE"] = "1"
+    names = args.configs.split(",")
+    if "nv_large" in names:                         # the reference first
+        names.remove("nv_large")
+        names.insert(0, "nv_large")
+    print(f"{'config':<16}{'MACs':>6}{'events off':>12}{'events on':>11}{'CPU s off':>10}"
+          f"{'CPU s on':>9}{'x nv_large':>11}  cycles")
+    ref = None
+    for name in names:
+        hw = CONFIGS[name]
+        figures = {}
+        for runs in (False, True):
+            best = None
+            for _ in range(args.repeat):
+                events, cpu, cycles = run(hw, runs)
+                best = (events, cpu, cycles) if best is None or cpu < best[1] else best
+            figures[runs] = best
+        (ev0, cpu0, cyc0), (ev1, cpu1, cyc1) = figures[False], figures[True]
+        if ref is None:
+            ref = cpu1
+        from nvdla_sim.config import load_hardware
+        h = load_hardware(hw) if isinstance(hw, str) else None
+        macs = h.atomic_c * h.atomic_k if h else hw["atomic_c"] * hw["atomic_k"]
+        same = "same" if cyc0 == cyc1 else f"DIFFERENT {cyc0!r} vs {cyc1!r}"
+        print(f"{name:<16}{macs:>6}{ev0:>12,}{ev1:>11,}{cpu0:>10.2f}{cpu1:>9.2f}"
+              f"{cpu1 / ref:>11.1f}  {cyc1:,.0f} ({same})", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
