@@ -204,6 +204,8 @@ class HwLayer:
     dtype: DataType | None = None      # precision it computes in (build_plan; None: the plan's)
     lowering: dict = field(default_factory=dict)   # conv: emit_conv.ConvLayer fields lowering
                                        # chose (winograd, clip_truncate, sdp, compress)
+    reformat: dict | None = None       # an INT8 <-> FP16 reformat pass (compiler/reformat.py):
+                                       # pass, in_dtype, source buffer, scale_of
 
     @property
     def macs(self) -> int:
@@ -843,8 +845,8 @@ class _Builder:
 
 
 def build_plan(network: Network, weights: dict, hw: HardwareConfig, support: SupportReport,
-               dtype: DataType = INT8, layer_precision: dict[str, DataType] | None = None
-               ) -> HwPlan:
+               dtype: DataType = INT8, layer_precision: dict[str, DataType] | None = None,
+               input_dtype: DataType | None = None) -> HwPlan:
     """The hardware-layer list of `network` on `hw` in precision `dtype`, the hardware layers
     holding an op named in `layer_precision` in that one (ops outside `support` become GPU
     layers)."""
@@ -857,6 +859,10 @@ def build_plan(network: Network, weights: dict, hw: HardwareConfig, support: Sup
     b.build()
     fallback = {name: support.reason(name) for name in support.fallback_ops}
     plan = HwPlan(network, hw, b.layers, b.tensors, fallback, b.rows, dtype)
+    from . import reformat                  # INT8 <-> FP16 in one program: SDP reformat passes
+    if reformat.needed(layer_precision, dtype, input_dtype):    # (input_dtype: the host's)
+        layer_precision = reformat.widen_fused(plan, layer_precision)
+        reformat.insert_reformats(plan, layer_precision, input_dtype)
     assign_precisions(plan, layer_precision)
     return plan
 
@@ -872,6 +878,8 @@ def assign_precisions(plan: HwPlan, layer_precision: dict[str, DataType]) -> Non
             raise NvdlaSimError(f"precision.layers.{name}: no layer '{name}' in network "
                                 f"'{plan.network.name}'")
     for layer in plan.layers:
+        if layer.reformat:                  # compiler/reformat.py: its own precisions
+            continue
         named = [layer_precision[o] for o in layer.ops if o in layer_precision]
         if len(set(named)) > 1:
             raise NvdlaSimError(f"precision.layers: the ops of hardware layer '{layer.name}' "
@@ -883,12 +891,13 @@ def assign_precisions(plan: HwPlan, layer_precision: dict[str, DataType]) -> Non
             continue
         refs = list(layer.inputs) + ([p.operand for p in layer.sdp.post_ops if p.operand]
                                      if layer.sdp else [])
+        read_as = layer.reformat["in_dtype"] if layer.reformat else layer.dtype   # INT16 as INT8
         for ref in refs:
-            seen = readers.setdefault(ref.tensor, (layer.dtype, layer.name))
-            if seen[0] != layer.dtype:
+            seen = readers.setdefault(ref.tensor, (read_as, layer.name))
+            if seen[0] != read_as:
                 raise NvdlaSimError(
                     f"precision.layers: '{ref.tensor}' is read in {seen[0]} by '{seen[1]}' and in "
-                    f"{layer.dtype} by '{layer.name}' (a buffer has one element type)")
+                    f"{read_as} by '{layer.name}' (a buffer has one element type)")
     for name, t in plan.tensors.items():
         if name in readers:
             t.dtype = readers[name][0]
@@ -902,7 +911,7 @@ def assign_precisions(plan: HwPlan, layer_precision: dict[str, DataType]) -> Non
         if t.dtype is None and t.alias_of is None:
             t.dtype = plan.dtype
     for layer in plan.layers:
-        if not layer.on_dla:
+        if not layer.on_dla or layer.reformat:
             continue
         out = plan.out_dtype(layer)
         if out == layer.dtype:
