@@ -17,7 +17,7 @@ from nvdla_sim.config import load_hardware
 from nvdla_sim.datatype import FP16, INT8
 from nvdla_sim.errors import NvdlaSimError
 from nvdla_sim.scenario.reference import run_reference, sqnr_db
-from nvdla_sim.scenario.runner import batch_values, context, prepare
+from nvdla_sim.scenario.runner import batch_reference, batch_values, context, prepare
 from nvdla_sim.scenario.schema import parse_scenario
 
 XAVIER, ORIN = load_hardware("xavier_dla"), load_hardware("orin_dla")
@@ -68,6 +68,9 @@ CASES = [
     ("eltwise.compare_int8", XAVIER, INT8, FP16,
      lambda n: [chan(n), n.add("greater", "x", ["data", "chan"])],
      lambda n: [chan(n), n.add("greater", "x", ["data", "chan"])]),
+    ("eltwise.compare_cast", XAVIER, INT8, INT8,
+     lambda n: [chan(n), n.add("less", "x", ["data", "chan"], cast=True)],
+     lambda n: [chan(n), n.add("less", "x", ["data", "chan"], cast=False)]),
     ("unary.int8", XAVIER, INT8, FP16,
      lambda n: n.add("sin", "x", "data"), lambda n: n.add("atan", "x", "data")),
     ("sdp.lut", NV_FULL, INT8, None,
@@ -274,6 +277,23 @@ def test_timing_only_runs_every_kind():
     assert all(layer.on_dla for layer in prep.plan.layers)
 
 
+def test_a_batch_runs_image_by_image():
+    layers = [C1, GAP, {"name": "d", "type": "sub", "input": ["c1", "gap"]}, {"name": "e", "type": "sin"},
+              {"name": "y", "type": "softmax", "input": "gap"}]
+    scn = replace(scenario(layers, "orin_dla"), batch=2)
+    prep, lowered, result, values = run(scn)
+    ref = batch_reference(prep.network, prep.weights, prep.input)
+    for name in ("d", "e", "y"):
+        assert values[name].shape[0] == 2
+        assert sqnr_db(ref[name], values[name]) > 25
+
+
+def test_a_function_not_finite_on_the_calibrated_range_is_a_one_line_error():
+    layers = [C1, {"name": "y", "type": "pow", "constant": 0.5}]      # sqrt of negative values
+    with pytest.raises(NvdlaSimError, match=r"x \*\* 0.5' is not finite .*no LUT can hold it"):
+        run(scenario(layers))
+
+
 def test_yaml_errors_are_one_line():
     with pytest.raises(NvdlaSimError, match=r"layers\[1\]"):
         scenario([C1, {"name": "y", "type": "scale", "scale": [1.0, 2.0]}])
@@ -281,3 +301,7 @@ def test_yaml_errors_are_one_line():
         scenario([C1, {"name": "y", "type": "reduce", "axes": "cx"}])
     with pytest.raises(NvdlaSimError, match=r"layers\[1\].input"):
         scenario([C1, {"name": "y", "type": "sub"}])
+    with pytest.raises(NvdlaSimError, match=r"layers\[1\].constant: a division by 0"):
+        scenario([C1, {"name": "y", "type": "div", "constant": 0}])
+    with pytest.raises(NvdlaSimError, match=r"layers\[1\].constant"):
+        scenario([C1, {"name": "y", "type": "sub", "constant": "one"}])

@@ -13,6 +13,8 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 from nvdla_sim.compiler.lower import lower, run_lowered  # noqa: E402
+from nvdla_sim.compiler.support import check_support  # noqa: E402
+from nvdla_sim.config import load_hardware  # noqa: E402
 from nvdla_sim.errors import NvdlaSimError  # noqa: E402
 from nvdla_sim.scenario.onnx_import import import_model  # noqa: E402
 from nvdla_sim.scenario.reference import run_reference, sqnr_db  # noqa: E402
@@ -120,6 +122,14 @@ def test_prelu_slope_tensor_goes_to_the_gpu(tmp_path):
     prep, values = run_onnx(tmp_path, *MODELS["prelu_tensor"], fallback=True)
     gpu = [layer for layer in prep.plan.layers if not layer.on_dla]
     assert len(gpu) == 1 and "[rule prelu.slope_constant]" in gpu[0].reason
+
+
+def test_comparison_without_cast_goes_to_the_gpu():
+    m = model([GAP, node("Greater", ["x", "g"])], [], opset=13)
+    m.graph.output[0].type.tensor_type.elem_type = TensorProto.BOOL     # no Cast after it
+    net, _ = import_model(m, "t.onnx")
+    reason = check_support(net, load_hardware("xavier_dla")).reason("y")
+    assert "[rule eltwise.compare_cast]" in reason
 
 
 def test_softmax_over_h_goes_to_the_gpu(tmp_path):

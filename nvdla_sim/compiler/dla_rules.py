@@ -109,6 +109,8 @@ RULES = {r.name: r for r in (
     Rule("eltwise.pow_operands", "tensorrt", "Pow: a uniform FP32 constant exponent, an INT8 "
                                              "tensor base"),
     Rule("eltwise.compare_int8", "tensorrt", "Equal / Greater / Less in INT8 only"),
+    Rule("eltwise.compare_cast", "tensorrt", "a comparison is read by one Cast (to INT8 / FP16) "
+                                             "only"),
     Rule("unary.int8", "tensorrt", "SIN, COS, ATAN in INT8 only"),
     Rule("reduce.op", "tensorrt", "Reduce MAX only"),
     Rule("reduce.axes", "tensorrt", "any combination of the C, H, W axes"),

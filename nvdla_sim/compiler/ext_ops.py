@@ -168,6 +168,9 @@ def violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: b
             r.append(tag("eltwise.constant_uniform", f"{k} with a constant that is not filled "
                                                       "with one value"))
         if k in ("equal", "greater", "less"):
+            if op.attrs.get("cast") is False:
+                r.append(tag("eltwise.compare_cast", f"{k} read by something other than a Cast "
+                                                     "(DLA: the comparison feeds one Cast only)"))
             if dtype != INT8:
                 r.append(tag("eltwise.compare_int8", f"{k} in {dtype.name} (DLA: INT8 only)"))
             if not lut:
@@ -175,7 +178,7 @@ def violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: b
         if k == "div":
             divisor_const = const is not None and not op.attrs.get("constant_first", False)
             if not divisor_const and dtype != INT8:
-                r.append(tag("eltwise.div_operands", f"division by a {dtype.name} tensor (DLA: "
+                r.append(tag("eltwise.div_operands", f"division by an {dtype.name} tensor (DLA: "
                                                      "the divisor is INT8 or an FP32 constant)"))
             if not divisor_const and not lut:
                 r.append(tag("sdp.lut", "division by a tensor needs the SDP lookup table"))
@@ -184,7 +187,7 @@ def violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: b
                 r.append(tag("eltwise.pow_operands", "pow: the exponent must be a constant and "
                                                      "the base a tensor"))
             if dtype != INT8:
-                r.append(tag("eltwise.pow_operands", f"pow of a {dtype.name} tensor (DLA: INT8)"))
+                r.append(tag("eltwise.pow_operands", f"pow of an {dtype.name} tensor (DLA: INT8)"))
             if not lut:
                 r.append(tag("sdp.lut", "pow needs the SDP lookup table"))
         return r
@@ -306,8 +309,10 @@ class _Expander:
                            b=1.0 if swapped else -1.0, fn=fn)
         elif k == "div":
             if const is not None and not a.get("constant_first"):
-                self.sdpfn(n, n, op.inputs[0], mode="lin",
-                           a=np.full((1, 1, 1), 1.0 / float(np.asarray(const).reshape(-1)[0])))
+                divisor = float(np.asarray(const).reshape(-1)[0])
+                if divisor == 0:
+                    raise NvdlaSimError(f"layer '{n}': a division by the constant 0")
+                self.sdpfn(n, n, op.inputs[0], mode="lin", a=np.full((1, 1, 1), 1.0 / divisor))
             elif const is not None:
                 v = float(np.asarray(const).reshape(-1)[0])
                 self.sdpfn(n, n, op.inputs[0], mode="lin", fn=f"{v!r} / x")
@@ -458,10 +463,19 @@ def _lut_range(z: np.ndarray, fn: str) -> tuple[float, float]:
         mid = 0.5 * (lo + hi)
         half = 0.5 * abs(mid) if mid != 0 else 1.0
         lo, hi = mid - half, mid + half
-    if "/ x" in fn and lo <= 0 <= hi:
-        raise NvdlaSimError(f"'{fn}': the divisor's calibrated range [{lo:.6g}, {hi:.6g}] "
-                            "includes 0")
-    return lo, hi
+    from ..lut.functions import parse_function
+    if not np.all(np.isfinite(parse_function(fn)(np.linspace(lo, hi, 4097)))) \
+            or "/ x" in fn and lo <= 0 <= hi:
+        raise NvdlaSimError(f"'{fn}' is not finite over its input's calibrated range "
+                            f"[{lo:.6g}, {hi:.6g}] (a divisor reaching 0, a fractional power "
+                            "of negative values): no LUT can hold it")
+    # a margin of 1/256 of the span, so the range's own ends (softmax's x - max = 0) are LUT
+    # hits rather than overflows in the statistics registers (never across 0 for 1/x)
+    margin = (hi - lo) / 256
+    if "/ x" in fn:
+        return (lo - min(margin, lo / 2), hi + margin) if lo > 0 else \
+            (lo - margin, hi + min(margin, -hi / 2))
+    return lo - margin, hi + margin
 
 
 def _operand_form(values: np.ndarray, per: str):

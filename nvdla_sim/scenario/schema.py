@@ -560,6 +560,8 @@ def _add_ext_layer(net: Network, kind: str, name: str, inputs: list[str], layer:
         if "constant" in layer:
             attrs["constant"] = float(_number(layer, "constant", where, **FP16_RANGE))
             attrs["constant_first"] = _bool(layer, "constant_first", where, False)
+            if kind == "div" and attrs["constant"] == 0 and not attrs["constant_first"]:
+                raise FieldError(f"{where}.constant", "a division by 0")
         net.add(kind, name, inputs, **attrs)
 
 
