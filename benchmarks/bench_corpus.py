@@ -3,7 +3,8 @@
     python benchmarks/bench_corpus.py [--nvdla-hw DIR] [--project nv_small]
 
 Prints: corpus wall time and pass count; the conv kernel's throughput on a 56x56x64 int8 input,
-3x3 kernel, 64 kernels (MAC/s), next to a float64 matrix-multiply ceiling measured in the same run.
+3x3 kernel, 64 kernels (MAC/s), the BLAS path's (kernels/conv_gemm.py, what the CMAC runs for
+INT8), next to a float64 matrix-multiply ceiling measured in the same run.
 """
 from __future__ import annotations
 
@@ -49,6 +50,18 @@ def bench_conv_kernel(hw_name: str = "nv_small") -> None:
     out_h, out_w = h - r + 1, w - s + 1
     macs = out_h * out_w * k * c * r * s
     print(f"conv kernel int8 56x56x64, 3x3, 64 kernels: {macs / per / 1e9:.2f} GMAC/s ({per * 1e3:.1f} ms)")
+    # the BLAS path the CMAC takes for INT8 (kernels/conv_gemm.py), CPU seconds (one thread)
+    from nvdla_sim.kernels.conv_gemm import conv_lines_gemm
+    lines = np.ascontiguousarray(np.transpose(data, (1, 2, 0))).reshape(h, w * c)
+    wt = np.ascontiguousarray(np.transpose(weights, (0, 2, 3, 1))).reshape(k, r, s * c)
+    out = np.empty((k, out_h, out_w), np.int64)
+    conv_lines_gemm(lines, wt, out, s, c, c, c, 1, 1)
+    start = time.process_time()
+    for _ in range(reps):
+        conv_lines_gemm(lines, wt, out, s, c, c, c, 1, 1)
+    per = (time.process_time() - start) / reps
+    print(f"conv BLAS path (conv_gemm), same layer: {macs / per / 1e9:.2f} GMAC per CPU second "
+          f"({per * 1e3:.1f} ms)")
     a = rng.standard_normal((1024, 1024))
     b = rng.standard_normal((1024, 1024))
     a @ b
