@@ -132,3 +132,30 @@ def test_timing_only_and_report(tmp_path):
     with contextlib.redirect_stdout(io.StringIO()):
         rep8 = execute(prepare(int8))
     assert rep.total_cycles > rep8.total_cycles
+
+
+GRAPHS = {
+    # c1 read by an FP16 LRN and an INT8 convolution; the LRN's output added to the INT8 branch
+    "two_readers": [CONV, LRN, {"name": "c2", "type": "conv", "out_channels": 32, "kernel": 1,
+                                "input": "c1"},
+                    {"name": "a1", "type": "add", "input": ["n1", "c2"]},
+                    {"name": "c3", "type": "conv", "out_channels": 16, "kernel": 1}],
+    # a tanh over a concatenation; an FP16 first layer reading the host's input
+    "concat": [{"name": "c1", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1},
+               {"name": "c2", "type": "conv", "out_channels": 16, "kernel": 1, "input": "data"},
+               {"name": "cat", "type": "concat", "input": ["c1", "c2"]},
+               {"name": "t1", "type": "tanh"}, {**CONV2, "name": "c3"}],
+    "fp16_first": [SIG, {"name": "c1", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1}],
+}
+
+
+@pytest.mark.parametrize("graph", sorted(GRAPHS))
+def test_every_tensor_within_the_int8_floor(tmp_path, graph):
+    from nvdla_sim.scenario.runner import dla_tensors
+    prep, _, res = run(scenario(tmp_path, GRAPHS[graph]))
+    got = dla_tensors(prep.plan, res.outputs)
+    names = [op.name for op in prep.network.ops if op.name in got]   # (fused ones: not in memory)
+    assert prep.network.outputs[0] in names and len(names) >= 2
+    for name in names:
+        assert sqnr_db(prep.reference[name], got[name]) > INT8_FLOOR_DB, name
+    assert any(layer.reformat for layer in prep.plan.layers)
