@@ -159,3 +159,22 @@ def test_every_tensor_within_the_int8_floor(tmp_path, graph):
     for name in names:
         assert sqnr_db(prep.reference[name], got[name]) > INT8_FLOOR_DB, name
     assert any(layer.reformat for layer in prep.plan.layers)
+
+
+def test_chw16_output_of_an_int8_network(tmp_path):
+    """`output_format: chw16` with [int8, fp16]: the layer writing the output runs FP16 (kCHW16
+    holds FP16; without this the output check refuses an INT8 output [rule io.precision]), the
+    others INT8; the output buffer is FP16 in the kCHW16 layout, within the INT8 floor."""
+    from nvdla_sim.compiler.io_formats import io_layout, io_tensors
+    scn = scenario(tmp_path, [CONV, CONV2], output_format="chw16")
+    prep, lowered, res = run(scn)
+    assert prep.precisions["c2"] == ("fp16", "output_format chw16: a kCHW16 output is FP16 "
+                                             "[rule io.precision]")
+    assert prep.precisions["c1"] == ("int8", "INT8 where possible")
+    out = io_tensors(lowered, context(prep))["c2"]
+    want = io_layout("chw16", 16, 16, 16, out.dtype)
+    assert out.dtype.name == "FP16"
+    assert (out.layout.line_stride, out.layout.surface_stride) == (want.line_stride,
+                                                                   want.surface_stride)
+    got = res.outputs["c2"].astype(np.float32)
+    assert sqnr_db(prep.reference["c2"], got) > INT8_FLOOR_DB

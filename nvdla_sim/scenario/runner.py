@@ -270,6 +270,11 @@ def mixed_precision(scn: Scenario, network: Network, support: SupportReport):
     from dataclasses import replace
     from ..compiler.dla_rules import resolve_precisions
     choice = resolve_precisions(network, support.on_dla, scn.layer_precision)
+    if getattr(scn, "output_format", "auto") == "chw16":   # kCHW16 holds FP16: the last layers
+        for name in network.outputs:                        # write it (io_formats)
+            if choice.per_layer.get(name, ("",))[0] == "int8" and name not in scn.layer_precision:
+                choice.per_layer[name] = ("fp16", "output_format chw16: a kCHW16 output is FP16 "
+                                                  "[rule io.precision]")
     scn = replace(scn, precision=choice.dtype.name.lower())
     return scn, choice.per_layer, support
 
