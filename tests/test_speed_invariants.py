@@ -63,6 +63,14 @@ def test_official_cycles_unchanged(name):
 def _check_network(section: str, name: str, path: Path):
     old = BASELINE[section][name]
     new = record_cycles.scenario_cycles(path)
+    if new["replayed"]:
+        # Steps replayed from the step cache (engine/step_cache.py) move the clock by recorded
+        # durations, shifted floats: from the first replay on, each layer's start and end may
+        # differ by float rounding, within REPLAY_REL (1e-9) of the cycle or of the layer's
+        # length (the bound is 0.5 % per layer); runs without a replay compare with ==.
+        assert record_cycles.compare({section: {name: old}}, {section: {name: new}},
+                                     record_cycles.REPLAY_REL) == []
+        return
     assert new["total"] == old["total"]
     assert [tuple(x) for x in new["layers"]] == [tuple(x) for x in old["layers"]]
 

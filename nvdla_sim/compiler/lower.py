@@ -757,7 +757,7 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
             continue
         before = _bytes(engine)
         piece = _piece(lowered.program, step)
-        result = engine.run(piece, summarize=False)
+        result = engine.run_step(piece)
         stats = split_by_layer([layer.kind for layer in step.layers], tap.take()) if tap \
             else [None] * len(step.layers)
         checks += result.checks

@@ -146,7 +146,8 @@ class Engine:
     def __init__(self, hw: HardwareConfig, memory: MemoryProfile | str = "rtl_testbench",
                  clock_mhz: float = 1000.0, timing: dict | None = None,
                  cvsram_memory: MemoryProfile | str | None = None, compute_values: bool = True,
-                 host="auto", record_transfers: bool = True, shared=None, core: int = 0):
+                 host="auto", record_transfers: bool = True, shared=None, core: int = 0,
+                 step_cache: bool | None = None):
         """`timing`: overrides of timing/params.yaml (section -> name -> value).
         `host`: a host profile (name, path, mapping or HostProfile) timing the layer changeovers;
         "auto" (default) the one the memory profile names, None none (sync_waits cost nothing).
@@ -156,7 +157,9 @@ class Engine:
         `record_transfers` False: the memory interfaces keep no per-request transfer records
         (timelines and VP layer reports read them; cycles, bytes and spans do not change).
         `shared`: an engine.multicore.SharedMemory: this engine is DLA core `core` on the shared
-        environment and memory (pieces are then started with `start` and ended with `finish`)."""
+        environment and memory (pieces are then started with `start` and ended with `finish`).
+        `step_cache`: replay repeated steps of `run_step` (engine/step_cache.py); default on in
+        timing-only runs unless NVDLA_SIM_NO_STEP_CACHE=1, never on a shared environment."""
         from ..timing import TimingModel
         from ..units import build_units   # units import the engine's channel helpers
         self.hw = hw
@@ -201,6 +204,12 @@ class Engine:
         self._pending_syncs: list[str] = []   # sync ids the program's end still waits for
         self._channels: dict[str, simpy.Store] = {}
         self.units = build_units(self)
+        # repeated-step timing reuse for run_step (engine/step_cache.py)
+        from .step_cache import StepCache, enabled_by_default
+        if step_cache is None:
+            step_cache = enabled_by_default(compute_values)
+        self.step_cache = StepCache(self) if step_cache and shared is None and \
+            not compute_values else None
 
     def channel(self, name: str, capacity: int = 1) -> simpy.Store:
         """The bounded channel `name` (e.g. "cacc->sdp"), created on first use."""
@@ -214,6 +223,13 @@ class Engine:
             self.first_op_enable = self.env.now
 
     # -- program execution -------------------------------------------------------------------
+    def run_step(self, piece: RegisterProgram) -> RunResult:
+        """`run(piece, summarize=False)` for one step of a network run piece by piece, replayed
+        from the step cache when an identical step ran from an identical state before."""
+        if self.step_cache is None:
+            return self.run(piece, summarize=False)
+        return self.step_cache.run(piece)
+
     def run(self, program: RegisterProgram, summarize: bool = True) -> RunResult:
         """Execute `program` from the current cycle.  A program may be run in pieces on one engine
         (each piece waits for the interrupts it armed); `summarize` False skips the per-unit and

@@ -84,6 +84,7 @@ class Report:
                                        # (compiler/subnetworks.py, docs/dla-deployment.md)
     sparse_total_cycles: float | None = None   # sparse_weights: the 2:4 model's latency
     cores: dict | None = None          # dla_cores 2: per-core latency, images/s (compiler/multicore.py)
+    step_cache: dict | None = None     # timing-only: steps replayed (engine/step_cache.py)
 
     @property
     def total_macs(self) -> int:
@@ -226,6 +227,8 @@ def build_report(prep, result: PlanResult | None, values: dict | None = None) ->
     attach_energy(rep, prep, result)
     attach_host(rep, prep, result)          # hardware vs end-to-end time (nvdla_sim/host)
     attach_quantization(rep, prep, values)  # output SQNR, sub-8-bit settings (quantization.py)
+    from ..engine.step_cache import summary as step_cache_summary
+    rep.step_cache = step_cache_summary(result)
     return rep
 
 
@@ -288,6 +291,8 @@ def format_console(rep: Report) -> str:
     lines += deployment_lines(rep.deployment)
     from ..compiler.multicore import console_lines as cores_lines
     lines += cores_lines(rep.cores)
+    from ..engine.step_cache import console_lines as step_cache_lines
+    lines += step_cache_lines(rep.step_cache)
     return "\n".join(lines)
 
 

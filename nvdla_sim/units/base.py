@@ -49,8 +49,9 @@ class Unit:
         """The event the unit's next layer in register group `group` starts on (its OP_ENABLE)."""
         return self._enable[group]
 
-    def _loop(self) -> Generator:
-        group = 0
+    def _loop(self, group: int = 0) -> Generator:
+        """The unit's life: layers in its register groups in turn, from `group` (0 after reset;
+        the step cache restarts an idle unit in the group a replayed step left it in)."""
         while True:
             self.waiting_for = f"its D_OP_ENABLE (group {group})"
             yield self._enable[group]
