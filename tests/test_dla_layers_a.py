@@ -12,6 +12,7 @@ from nvdla_sim.compiler.emit import ProgramBuilder, cube_image, read_output
 from nvdla_sim.compiler.emit_rubik import emit_contract
 from nvdla_sim.compiler.deconv import ContractSpec
 from nvdla_sim.compiler.lower import lower, run_lowered
+from nvdla_sim.compiler.hwlayers import TensorRef
 from nvdla_sim.compiler.network import Network, Shape
 from nvdla_sim.compiler.placement import Allocator
 from nvdla_sim.compiler.support import check_support
@@ -300,6 +301,8 @@ def slice_net(start, channels, c=96, rows=None, then=None) -> Network:
     ("slice.channel_atom", dict(start=32, channels=32), dict(start=16, channels=32)),
     ("slice.channel_atom", dict(start=64, channels=32), dict(start=32, channels=16)),
     ("slice.spatial", dict(start=0, channels=96, rows=(0, 4)), dict(start=0, channels=96, rows=(1, 3))),
+    ("slice.spatial", dict(start=0, channels=96, rows=(1, 3), then=lambda n: n.conv("b", "x", 8, 1)),
+     dict(start=0, channels=96, rows=(1, 3), then=lambda n: n.add("add", "b", ["x", "x"]))),
     ("slice.view_consumer", dict(start=32, channels=32, then=lambda n: n.conv("b", "x", 8, 1)),
      dict(start=32, channels=32, then=lambda n: [n.conv("b", "a", 8, 1),
                                                  n.add("concat", "y", ["x", "b"])])),
@@ -356,3 +359,29 @@ def test_slice_of_a_holed_concatenation_is_a_one_line_error():
               {"name": "p", "type": "slice", "start": 32, "channels": 32}]
     with pytest.raises(NvdlaSimError, match="layer 'p': a channel slice of 'cat'"):
         run(scenario("nv_full", layers, (8, 4, 4)))
+
+
+@pytest.mark.parametrize("hw, precision", [("nv_full", "int8"), ("xavier_dla", "fp16")])
+def test_spatial_slice_is_read_in_place(hw, precision):
+    """Rows / columns of a tensor read by a convolution and a pooling at the window's address
+    with the parent's strides: no layer, no copy."""
+    layers = [{"name": "a", "type": "conv", "out_channels": 40, "kernel": 3, "pad": 1},
+              {"name": "w", "type": "slice", "rows": [2, 5], "cols": [1, 7]},
+              {"name": "b", "type": "conv", "out_channels": 8, "kernel": 2, "input": "w"},
+              {"name": "p", "type": "pool", "method": "max", "kernel": 2, "stride": 1, "input": "w"},
+              {"name": "c", "type": "conv", "out_channels": 8, "kernel": 1, "input": "p"},
+              {"name": "d", "type": "conv", "out_channels": 8, "kernel": 3, "pad": 1, "input": "c"},
+              {"name": "s", "type": "add", "input": ["b", "d"]}]
+    prep, _, result = run(scenario(hw, layers, (8, 9, 10), precision))
+    assert not prep.plan.fallback
+    assert [layer.name for layer in prep.plan.layers if layer.kind != "sdp"] == ["a", "b", "p", "c", "d"]
+    b = next(layer for layer in prep.plan.layers if layer.name == "b")
+    assert b.inputs[0] == TensorRef("a", 0, 40, (2, 5, 1, 7))
+    np.testing.assert_array_equal(prep.reference["w"], prep.reference["a"][:, 2:7, 1:8])
+    values = dla_tensors(prep.plan, result.outputs)
+    floor = 25 if precision == "int8" else 40
+    for name in ("b", "p", "s"):
+        assert sqnr_db(prep.reference[name], values[name]) > floor
+    # the pooling read the convolution's own values in the window
+    np.testing.assert_array_equal(values["p"], np.maximum.reduce(
+        [values["a"][:, 2 + i:6 + i, 1 + j:7 + j] for i in (0, 1) for j in (0, 1)]))

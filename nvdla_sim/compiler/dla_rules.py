@@ -139,7 +139,8 @@ RULES = {r.name: r for r in (
     Rule("resize.rubik", "hardware", "a scale above 1 needs RUBIK contract (nv_full, DLA)"),
     Rule("slice.channel_atom", "hardware", "a channel slice starts on an atom and ends on one "
                                            "(or at the tensor's last channel): read in place"),
-    Rule("slice.spatial", "hardware", "slices along H / W are not compiled (no in-place view)"),
+    Rule("slice.spatial", "hardware", "a slice along H / W is read in place by convolutions, "
+                                      "pooling and LRN only (32-byte atoms, not an output)"),
     Rule("slice.view_consumer", "hardware", "a slice view cannot also be a concatenation part"),
     Rule("shuffle.transpose", "hardware", "a transpose moves data: RUBIK split/merge convert "
                                           "feature <-> planar only, no CHW permutation"),
@@ -276,13 +277,32 @@ def _resize(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: bool
     return r
 
 
+def _spatial_view(op: Op, net: Network, hw: HardwareConfig) -> str | None:
+    """Why a slice of rows / columns cannot be read in place (base address + first row x line
+    stride + first column x atom, the parent's strides), or None."""
+    readers = net.consumers().get(op.name, [])
+    if op.inputs[0] == net.input_name:
+        return "a window of the network input (its image / format placement) is not a view"
+    if op.name in net.outputs or not readers:
+        return "a network output is stored whole, not a view"
+    if hw.memory_atomic_bytes != 32:
+        return f"{hw.memory_atomic_bytes}-byte atoms: the window's address would leave 32-byte alignment"
+    for r in readers:
+        if r.kind == "conv" and r.attrs.get("groups", 1) == 1 or r.kind in ("pool", "lrn"):
+            continue
+        return f"read by '{r.name}' ({r.kind}); views are read by convolutions, pooling and LRN"
+    return None
+
+
 def _slice(op: Op, net: Network, hw: HardwareConfig, dtype: DataType) -> list[str]:
     a = op.attrs
     x = net.shapes[op.inputs[0]]
     y = net.shapes[op.name]
     if (y.h, y.w) != (x.h, x.w):
-        return [_tag("slice.spatial", f"slice of rows/columns {x.h}x{x.w} -> {y.h}x{y.w} "
-                                      "(only channel slices are read in place)")]
+        why = _spatial_view(op, net, hw)
+        if why:
+            return [_tag("slice.spatial", f"slice of rows/columns {x.h}x{x.w} -> {y.h}x{y.w}: "
+                                          f"{why}")]
     atom = dtype.elements_per_atom(hw.memory_atomic_bytes)
     start, n = a["start"], a["channels"]
     if start % atom or (n % atom and start + n != x.c):

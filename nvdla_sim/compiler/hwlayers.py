@@ -55,6 +55,7 @@ class Tensor:
     producer: str | None = None        # hw layer name, "input", or None (an alias, a fused value)
     alias_of: str | None = None        # concat buffer / flatten source holding this tensor's data
     channel_offset: int = 0            # first stored channel inside alias_of
+    origin: tuple[int, int] = (0, 0)   # first row / column inside alias_of (a spatial slice)
     layout: list[tuple[int, int, int]] = field(default_factory=list)
     stored_channels: int = 0
     materialised: bool = True          # False: lives only inside a fused pipeline, never in memory
@@ -92,10 +93,12 @@ class Tensor:
 
 @dataclass(frozen=True)
 class TensorRef:
-    """A window of stored channels [channel_offset, +channels) of tensor `tensor` (its root buffer)."""
+    """A window of stored channels [channel_offset, +channels) of tensor `tensor` (its root buffer);
+    `window` (first row, rows, first column, columns): a spatial slice read in place."""
     tensor: str
     channel_offset: int
     channels: int
+    window: tuple[int, int, int, int] | None = None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -245,6 +248,18 @@ def _runs(layout: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
     return out
 
 
+def _window(tensors: dict[str, Tensor], name: str) -> tuple[int, int, int, int] | None:
+    """(first row, rows, first column, columns) of tensor `name` inside its root buffer when a
+    spatial slice is on its alias chain, else None."""
+    t = tensors[name]
+    r0 = c0 = 0
+    while t.alias_of is not None:
+        r0, c0 = r0 + t.origin[0], c0 + t.origin[1]
+        t = tensors[t.alias_of]
+    s = tensors[name].shape
+    return None if (r0, c0, s.h, s.w) == (0, 0, t.shape.h, t.shape.w) else (r0, s.h, c0, s.w)
+
+
 def _root(tensors: dict[str, Tensor], name: str) -> tuple[str, int]:
     t = tensors[name]
     offset = 0
@@ -298,7 +313,12 @@ class HwPlan:
 
     def ref(self, name: str) -> TensorRef:
         root, offset = self.root(name)
-        return TensorRef(root, offset, self.tensors[name].stored_channels)
+        return TensorRef(root, offset, self.tensors[name].stored_channels,
+                         _window(self.tensors, name))
+
+    def window(self, name: str) -> tuple[int, int, int, int] | None:
+        """Tensor `name`'s rows / columns inside its root buffer (a spatial slice), else None."""
+        return _window(self.tensors, name)
 
     def layers_of_row(self, row: str) -> list[HwLayer]:
         return [layer for layer in self.layers if layer.row == row]
@@ -394,6 +414,9 @@ class _Builder:
                                         "which holds zero channels of a concatenation off the "
                                         "atom (an in-place view of it is not modelled)")
                 t.alias_of, t.channel_offset = op.inputs[0], op.attrs["start"]
+                rows, cols = op.attrs.get("rows"), op.attrs.get("cols")
+                if rows or cols:                 # rows / columns: read in place, never stored
+                    t.origin, t.materialised = ((rows or (0,))[0], (cols or (0,))[0]), False
         # An element-wise op reads its operands at the same stored channels as it writes (the SDP
         # streams both cubes surface by surface), so its inputs and output share one layout: an
         # operand with holes (a concatenation off the atom) lays out the other operand's producers
@@ -632,7 +655,8 @@ class _Builder:
 
     def ref(self, name: str) -> TensorRef:
         root, offset = _root(self.tensors, name)
-        return TensorRef(root, offset, self.tensors[name].stored_channels)
+        return TensorRef(root, offset, self.tensors[name].stored_channels,
+                         _window(self.tensors, name))
 
     def _emit_pdp(self, op: Op, src_ref: TensorRef | None = None, out_ref: TensorRef | None = None,
                   on_the_fly: bool = False, name: str | None = None, row: str | None = None,
@@ -786,7 +810,8 @@ class _Builder:
                             tuple(dil), tuple(pad), wg, bias_g, op.kind == "fc", macs)
             sdp = SdpSpec("flying", gpost, stages, o_ch, out_h, out_w,
                           dst="pdp" if ch.pool else "memory")
-            in_ref = TensorRef(src_root.tensor, src_root.channel_offset + c0, c1 - c0)
+            in_ref = TensorRef(src_root.tensor, src_root.channel_offset + c0, c1 - c0,
+                               src_root.window)
             out_ref = None if ch.pool else TensorRef(out_full.tensor, out_full.channel_offset + o0, o_ch)
             ops = [o for o in ch.ops if ch.pool is None or o != ch.pool.name]
             layer = HwLayer(name, "conv", row, ops, [in_ref], out_ref, conv=conv, sdp=sdp)

@@ -276,6 +276,10 @@ def image_buffers(buffers: dict[str, TensorPlacement], strides: dict[str, int],
 
 def _view(buffers: dict[str, TensorPlacement], ref: TensorRef) -> TensorPlacement:
     buf = buffers[ref.tensor]
+    if ref.window is not None:              # a spatial slice read in place: same strides
+        r0, rows, c0, cols = ref.window
+        buf = replace(buf.rows(r0, rows), address=buf.address + r0 * buf.line_stride
+                      + c0 * buf.atom, width=cols)
     if ref.channel_offset == 0 and ref.channels == buf.channels:
         return buf
     return buf.channel_slice(ref.channel_offset, ref.channels)
@@ -695,6 +699,8 @@ def _run_gpu(step: Step, plan: HwPlan, ctx: LoweringContext, engine: Engine,
         if root not in outputs:
             raise NvdlaSimError(f"{layer.name}: input '{name}' was never produced")
         inputs[name] = outputs[root][offset:offset + plan.tensors[name].stored_channels]
+        if (w := plan.window(name)) is not None:        # a spatial slice read in place
+            inputs[name] = inputs[name][:, w[0]:w[0] + w[1], w[2]:w[2] + w[3]]
     ref, p = step.outputs[0]
     y = np.asarray(ctx.gpu_fallback(layer, inputs), p.dtype.numpy)
     engine.memory.space(p.ram_type).write(p.address, cube_image(p, y))

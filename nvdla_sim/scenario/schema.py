@@ -397,7 +397,7 @@ LAYER_FIELDS = {
     **{k: ("constant", "constant_first") for k in ("sub", "div", "pow", "equal", "greater", "less")},
     **{k: () for k in ("abs", "sin", "cos", "atan")},
     "deconv": ("out_channels", "kernel", "stride", "pad", "bias"),     # compiler/deconv.py
-    "resize": ("scale", "mode"), "slice": ("start", "channels"),
+    "resize": ("scale", "mode"), "slice": ("start", "channels", "rows", "cols"),
 }
 LAYER_FIELDS["softmax"] = ("axis",)
 
@@ -508,8 +508,15 @@ def _add_layer(net: Network, kind: str, name: str, inputs: list[str], layer: dic
     elif kind == "slice":
         c = net.shapes[inputs[0]].c
         start = get_num("start", 0, integer=True, minimum=0, maximum=c - 1)
+        s = net.shapes[inputs[0]]
+        window = {k: _int_or_pair(layer[k], f"{where}.{k}", 0) for k in ("rows", "cols") if k in layer}
+        for k, n in (("rows", s.h), ("cols", s.w)):      # [first, count] inside the input
+            if k in window and (window[k][1] < 1 or sum(window[k]) > n):
+                raise FieldError(f"{where}.{k}", f"[first, count] must lie in 0..{n}, got "
+                                                 f"{list(window[k])}")
         net.add("slice", name, inputs, start=start,
-                channels=get_num("channels", c - start, integer=True, minimum=1, maximum=c - start))
+                channels=get_num("channels", c - start, integer=True, minimum=1, maximum=c - start),
+                **window)
     elif kind in ("scale", "sub", "div", "pow", "equal", "greater", "less", "reduce",
                   "softmax"):
         _add_ext_layer(net, kind, name, inputs, layer, where)
