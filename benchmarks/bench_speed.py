@@ -4,9 +4,10 @@
 
 For ResNet-50 (INT8) on nv_large, nv_small_256 and nv_small prints, each a median of N runs:
 - `whole`: wall and CPU (user + system) seconds of the whole `nvdla-sim run` command in
-  timing-only mode (a fresh process: imports, compile, run, reports and plots, as the shipped
-  scenario asks: `outputs.plots: true`), the same without plots (`plots: false`), and its peak
-  memory (the child's max RSS from wait4);
+  timing-only mode with the layer plots (a fresh process: imports, compile, run, reports and
+  plots: `outputs.plots: true`), the same without plots (`plots: false`: since issue 20 the
+  timing-only default when the scenario does not say), and its peak memory (the child's max
+  RSS from wait4);
 - `sim`: seconds inside the simulation (lower_and_run: the engine's events, in-process), its CPU
   seconds, SimPy events per run, simulated cycles and cycles per wall second;
 - on nv_large also values+timing (whole command).
@@ -31,14 +32,14 @@ PRESETS = ("nv_large", "nv_small_256", "nv_small")
 
 
 def scenario_file(folder: Path, hardware: str, mode: str, plots: bool = True) -> Path:
-    """scenarios/resnet50_nv_large.yaml with another preset, mode, plots and output folder."""
-    text = (ROOT / "scenarios" / "resnet50_nv_large.yaml").read_text()
-    text = text.replace("hardware: nv_large", f"hardware: {hardware}")
-    text = text.replace("mode: values+timing", f"mode: {mode}")
+    """scenarios/resnet50_nv_large.yaml with another preset, mode, plots (said explicitly:
+    the default differs between checkouts) and output folder."""
+    import yaml
+    doc = yaml.safe_load((ROOT / "scenarios" / "resnet50_nv_large.yaml").read_text())
     tag = f"{hardware}_{mode}" + ("" if plots else "_noplots")
-    text = text.replace("directory: out/resnet50_nv_large", f"directory: {folder / tag}")
-    if not plots:
-        text = text.replace("plots: true", "plots: false")
+    doc.update(hardware=hardware, mode=mode)
+    doc["outputs"] = {**doc["outputs"], "directory": str(folder / tag), "plots": plots}
+    text = yaml.safe_dump(doc, sort_keys=False)
     path = folder / f"resnet50_{tag}.yaml"
     path.write_text(text)
     return path
@@ -78,6 +79,7 @@ def main() -> int:
     p.add_argument("--quick", action="store_true", help="one run each, no values+timing run")
     p.add_argument("--repeat", type=int, default=3, help="runs per figure (median; default 3)")
     p.add_argument("--presets", default=",".join(PRESETS), help="comma-separated presets")
+    p.add_argument("--values", action="store_true", help="with --quick: the values+timing run too")
     args = p.parse_args()
     n = 1 if args.quick else args.repeat
     print(f"ResNet-50 INT8, median of {n}; load average {os.getloadavg()[0]:.1f} on "
@@ -101,7 +103,7 @@ def main() -> int:
                   f"{med(bare, 1):>7.2f}{max(r[2] for r in whole + bare):>10.0f}{wall:>8.2f}"
                   f"{statistics.median(s['cpu'] for s in sims):>10.2f}{sims[0]['events']:>11,}"
                   f"{sims[0]['cycles']:>12,.0f}{sims[0]['cycles'] / wall / 1e6:>10.2f}")
-        if not args.quick:
+        if not args.quick or args.values:
             path = scenario_file(folder, "nv_large", "values+timing")
             whole = [whole_command(path) for _ in range(n)]
             print(f"nv_large values+timing: whole command {med(whole, 0):.2f} s "

@@ -165,14 +165,15 @@ def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
         precision: str | None = None, mode: str | None = None, gpu_fallback: bool | None = None,
         input: str | Path | None = None, weights_seed: int | None = None,
         batch: int | None = None, out_dir: str | Path | None = None,
-        quiet: bool = True) -> RunReport:
+        quiet: bool = True, plots: bool | None = None) -> RunReport:
     """Run an ONNX model, a scenario YAML file or a scenario dict; return a `RunReport`.
 
     For a model, arguments left None take their defaults (nv_large, int8, values+timing, GPU
     fallback on, the model's own weights, batch 1); for a scenario they override its fields.
     `batch` N runs N images through one register program (hardware with the batch feature:
     nv_full); `fps` is then images/s and each output is stacked (N, ...).
-    `quiet` leaves the console table out (the CLI prints it).
+    `quiet` leaves the console table out (the CLI prints it); `plots` overrides
+    `outputs.plots` (default: as the scenario says, else only in values mode).
     """
     import contextlib
     import io
@@ -213,6 +214,8 @@ def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
         scn.outputs.directory = Path(out_dir)
     if quiet:
         scn.outputs.formats = tuple(f for f in scn.outputs.formats if f != "console")
+    if plots is not None:
+        scn.outputs.plots = plots
     prep = prepare(scn)
     from .compiler.multicore import run_prepared      # lower_and_run, or dla_cores: 2
     from .report.tables import build_report, write_reports

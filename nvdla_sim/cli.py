@@ -243,6 +243,8 @@ def cmd_run(args) -> int:
         scn = load_scenario(args.scenario)
         if args.host:
             scn.host = _host(args)      # the end-to-end time's host (scenario field host)
+        if args.plots is not None:
+            scn.outputs.plots = args.plots
         _check_writable_dir(args.out or Path(scn.outputs.directory),
                             "--out" if args.out else "outputs.directory")
         prep = prepare(scn)
@@ -267,7 +269,7 @@ def cmd_run(args) -> int:
         result = run(args.scenario, hardware=args.hardware, precision=args.precision,
                      mode=args.mode, gpu_fallback=args.gpu_fallback, input=args.input,
                      weights_seed=args.weights_seed, batch=args.batch, out_dir=args.out,
-                     quiet=False)
+                     quiet=False, plots=args.plots)
     if args.save_scenario:
         save_scenario(result.scenario, args.save_scenario)
         print(f"scenario written to {args.save_scenario}")
@@ -343,7 +345,8 @@ def _emit_vp(prep, folder: Path, name: str) -> Path:
 
 
 def _validation_progress():
-    """On a terminal, 'checking point i/n' every second while a large grid is validated."""
+    """On a terminal, 'checking i/n' every second while a sweep is validated (a grid: each axis
+    value once; an explicit list: each point)."""
     if not sys.stderr.isatty():
         return None
     last = [time.monotonic()]
@@ -352,7 +355,7 @@ def _validation_progress():
         now = time.monotonic()
         if now - last[0] >= 1.0 or i == n - 1:
             last[0] = now
-            sys.stderr.write(f"\rchecking point {i + 1:,}/{n:,}" + ("\n" if i == n - 1 else ""))
+            sys.stderr.write(f"\rchecking {i + 1:,}/{n:,}" + ("\n" if i == n - 1 else ""))
             sys.stderr.flush()
     return show
 
@@ -478,6 +481,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write each network output as NAME.reference.npy and NAME.dla.npy")
     s.add_argument("--save-scenario", type=Path, metavar="FILE",
                    help="write the scenario YAML that was run")
+    plots = s.add_mutually_exclusive_group()
+    plots.add_argument("--plots", dest="plots", action="store_const", const=True,
+                       help="write layer_cycles.png (and energy, statistics) (field outputs.plots; "
+                            "default: as the scenario says, else only in values+timing mode)")
+    plots.add_argument("--no-plots", dest="plots", action="store_const", const=False,
+                       help="write no plots (the timing-only default)")
     _add_progress_options(s)
     s.set_defaults(func=cmd_run)
 

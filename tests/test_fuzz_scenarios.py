@@ -248,12 +248,15 @@ def test_memory_estimate_counts_weights_from_shapes():
     net = scn.network.network
     # conv 16 x 8 x 3 x 3, fc 10 x (16 x 8 x 8): counted from the shapes, nothing built
     assert weight_elements(net) == 16 * 8 * 9 + 10 * 16 * 8 * 8
-    # on the DLA: 16 bytes per weight in either mode (the lowering's quantisation peak)
-    need = memory_need_bytes(net, values=False, input_image=False, weights=False)
+    # on the DLA: 16 bytes per weight when they are arrays (the lowering's quantisation peak);
+    # timing-only stand-ins: at most a kernels x channels plane (8 B each), no R x S
+    need = memory_need_bytes(net, values=False, input_image=False, weights=True)
     assert need == {"weights": 16 * weight_elements(net), "activations": 0}   # no image drawn
+    need = memory_need_bytes(net, values=False, input_image=False, weights=False)
+    assert need == {"weights": 8 * (16 * 8 + 10 * 16), "activations": 0}
     # the fc on the GPU fallback: stand-ins in timing, float32 arrays (8 B) in values mode
     need = memory_need_bytes(net, values=False, input_image=True, weights=False, gpu_ops={"fc"})
-    assert need == {"weights": 16 * 16 * 8 * 9, "activations": 4 * 8 * 16 * 16}
+    assert need == {"weights": 8 * 16 * 8, "activations": 4 * 8 * 16 * 16}
     values = memory_need_bytes(net, values=True, gpu_ops={"fc"})
     assert values["weights"] == 16 * 16 * 8 * 9 + 8 * 10 * 16 * 8 * 8
     assert values["activations"] == 8 * sum(s.elements for s in net.shapes.values())
@@ -272,8 +275,10 @@ def test_memory_check_refuses_with_the_size():
     msg = str(exc.value)
     # 1000 x 3 x 8192 x 8192 float32 weights, twice: 1500 GiB
     assert "weights 1500.0 GiB" in msg and "16.0 GiB are available" in msg and "\n" not in msg
-    with pytest.raises(NvdlaSimError, match="weights 3000.0 GiB"):    # were it on the DLA
-        check_memory(net, values=False, input_image=False, weights=False, available=16 << 30)
+    with pytest.raises(NvdlaSimError, match="weights 3000.0 GiB"):    # were it on the DLA, arrays
+        check_memory(net, values=False, input_image=False, weights=True, available=16 << 30)
+    # ... and as timing-only stand-ins: 1000 x 3 planes
+    check_memory(net, values=False, input_image=False, weights=False, available=1 << 20)
     check_memory(parse_scenario(copy.deepcopy(BASE), ROOT).network.network, values=True,
                  available=16 << 30)
 

@@ -38,6 +38,7 @@ from ..errors import NvdlaSimError
 from .deconv import PHASED, emit_phased_chain
 from .network import Network, Op, Shape
 from .support import SupportReport
+from .weight_views import block_diagonal, kernels_at, kernels_in_window, scale_kernels
 
 SDP_KINDS = ("relu", "prelu", "clip", "sigmoid", "tanh", "batchnorm", "add", "mul", "max", "min")
 ELEMENTWISE = ("add", "mul", "max", "min")
@@ -753,7 +754,7 @@ class _Builder:
             out_h, out_w = y.h, y.w
         if ch.fold is not None:
             scale, fbias = ch.fold
-            weight = weight * scale.reshape(-1, 1, 1, 1).astype(np.float32)
+            weight = scale_kernels(weight, scale)       # a stand-in stays a view (weight_views)
             bias = (bias * scale + fbias).astype(np.float32)
         k_total = weight.shape[0]
         end_t = self.tensors[sdp_end]
@@ -779,22 +780,18 @@ class _Builder:
                 c1 = min(-(-hi_c // self.atom) * self.atom, x_t.stored_channels)
                 if groups == 1:
                     c0, c1 = 0, x_t.stored_channels
-                wg = np.zeros((kg, c1 - c0) + tuple(kernel), np.float32)
-                wg[:, x_idx[g * cg:(g + 1) * cg] - c0] = weight[g * kg:(g + 1) * kg]
+                # zeros in the window's holes; stand-in weights stay views (weight_views)
+                wg = kernels_in_window(weight[g * kg:(g + 1) * kg], x_idx[g * cg:(g + 1) * cg] - c0,
+                                       c1 - c0, tuple(kernel))
                 o0 = int(y_idx[g * kg]) if groups > 1 else 0
                 o_ch = kg if groups > 1 else end_t.stored_channels
                 if groups == 1 and end_t.has_holes:
-                    wfull = np.zeros((o_ch,) + wg.shape[1:], np.float32)
-                    wfull[y_idx] = wg
-                    wg = wfull
+                    wg = kernels_at(wg, y_idx, o_ch)
                 parts.append((g, c0, c1, wg, o0, o_ch))
         else:
             # Block-diagonal: one convolution over all channels, zero weights across groups.
-            wg = np.zeros((end_t.stored_channels, x_t.stored_channels) + tuple(kernel), np.float32)
-            for g in range(groups):
-                rows_ = y_idx[g * kg:(g + 1) * kg]
-                cols = x_idx[g * cg:(g + 1) * cg]
-                wg[np.ix_(rows_, cols)] = weight[g * kg:(g + 1) * kg]
+            wg = block_diagonal(weight, groups, y_idx[:k_total], x_idx[:x.c],
+                                end_t.stored_channels, x_t.stored_channels)
             parts = [(None, 0, x_t.stored_channels, wg, 0, end_t.stored_channels)]
         src_root = self.ref(src_name)
         for g, c0, c1, wg, o0, o_ch in parts:
@@ -1005,5 +1002,5 @@ class PlanResult:
                                        # DLA left it in memory
     engine_result: object = None       # engine.RunResult (activity log, transfers) for the timeline
     batch_outputs: list = field(default_factory=list)   # batch > 1: `outputs` of each image
-    timing_program: object = None     # the Lowered a timing-only run executed (no memory images):
-                                       # what the host model reads, so it is not lowered again
+    timing_program: object = None     # the Lowered the run executed (either mode): what the
+                                       # host model reads, so the network is not lowered again

@@ -783,8 +783,7 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
                     {m.name: m.bytes_by_client for m in (engine.mcif, engine.cvif) if m},
                     engine.timing.cbuf_summary(), engine=engine)
     return PlanResult(timings, total, outputs if ctx.values else {}, run,
-                      per_image if ctx.values and n > 1 else [],
-                      None if lowered.images else lowered)
+                      per_image if ctx.values and n > 1 else [], lowered)
 
 
 def _merge_images(timings: list[LayerTiming]) -> list[LayerTiming]:

@@ -11,29 +11,25 @@ COLOURS = {"DRAM": "#d62728", "CVSRAM": "#ff9896", "CBUF": "#1f77b4", "MAC": "#2
 
 
 def plot_layer_energy(rep, path: Path) -> None:
-    """One stacked bar per DLA layer: uJ by component."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """One horizontal stacked bar per DLA layer (first layer on top, names legible like
+    layer_cycles.png beside it): uJ by component, one bar collection per component."""
+    from ..report.plots import hbars, layer_bar_figure, legend_beside, save
 
     rows = [r for r in rep.rows if r.device == "DLA" and r.energy_uj is not None]
-    fig, ax = plt.subplots(figsize=(max(8.0, 0.18 * len(rows) + 2), 5))
-    xs = list(range(len(rows)))
-    bottom = [0.0] * len(rows)
-    for comp in COMPONENTS:
-        vals = [(r.energy or {}).get("split_uj", {}).get(comp, 0.0) for r in rows]
-        if any(vals):
-            ax.bar(xs, vals, bottom=bottom, color=COLOURS[comp], label=comp)
-            bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_xticks(xs)
-    ax.set_xticklabels([r.layer for r in rows], rotation=90, fontsize=6)
-    ax.set_ylabel("energy per inference (uJ)")
+    splits = [(r.energy or {}).get("split_uj", {}) for r in rows]
+    used = [c for c in COMPONENTS if any(s.get(c, 0.0) for s in splits)]
+    fig, (ax,) = layer_bar_figure([r.layer for r in rows], legend=bool(used))
+    left = [0.0] * len(rows)
+    for comp in used:
+        vals = [s.get(comp, 0.0) for s in splits]
+        hbars(ax, left, vals, COLOURS[comp])
+        left = [a + v for a, v in zip(left, vals)]
+    ax.set_xlim(0, max(left, default=0.0) * 1.03 or 1.0)
+    ax.set_xlabel("energy per inference (uJ)")
     title = f"{rep.scenario}: {rep.network} on {rep.hardware}"
     if rep.energy_mj is not None:
         title += f"  ({rep.energy_mj:.3f} mJ, {rep.area_mm2:.2f} mm^2)"
-    ax.set_title(title)
-    if rows:
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    ax.set_title(title, fontsize=10)
+    if used:
+        legend_beside(ax, {c: COLOURS[c] for c in used})
+    save(fig, path)

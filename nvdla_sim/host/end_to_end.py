@@ -122,7 +122,7 @@ def attach_host(rep, prep, result, host: str | HostProfile | None = None) -> Non
     try:
         profile = load_host_profile(host or getattr(prep.scenario, "host", None) or DEFAULT_HOST)
         ctx = context(prep)
-        # a timing-only run keeps the program it ran, the same one lowered without images
+        # the run keeps the program it executed (its memory loads are not counted below)
         lowered = getattr(result, "timing_program", None) or lower(prep.plan, ctx, images=False)
     except NvdlaSimError:
         raise

@@ -337,7 +337,7 @@ def write_reports(rep: Report, prep, result: PlanResult | None, out_dir: Path) -
     if "csv" in spec.formats:
         written.append(out_dir / "report.csv")
         write_csv(rep, written[-1])
-    if spec.plots and rep.total_cycles is not None:
+    if spec.draw_plots(prep.scenario.values) and rep.total_cycles is not None:
         from .plots import plot_layer_cycles
         written.append(out_dir / "layer_cycles.png")
         plot_layer_cycles(rep, written[-1])

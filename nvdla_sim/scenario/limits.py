@@ -4,10 +4,13 @@ process the kernel kills after minutes.
 
 The estimate counts the arrays a run holds at once, in float32 (4 bytes per element):
 
-- the kernels of conv / fully connected layers the DLA runs: 16 bytes per weight in either mode,
-  what the lowering's quantisation holds at its peak (float32 temporaries and the stored copy;
-  measured 16.5 bytes per weight on a timing-only 256x4x4 -> 8192 fully connected layer, and
-  a 8192x4x4 -> 8192 one peaked at 16.8 GB);
+- the kernels of conv / fully connected layers the DLA runs, when they are arrays (values mode,
+  a .npz file, an ONNX model's weights, pruned weights): 16 bytes per weight, what the
+  lowering's quantisation holds at its peak (float32 temporaries and the stored copy; measured
+  16.5 bytes per weight on a 256x4x4 -> 8192 fully connected layer before stand-ins, and a
+  8192x4x4 -> 8192 one peaked at 16.8 GB); timing-only stand-ins are broadcast views
+  (compiler/weight_views.py): at most a (kernels x channels) plane per layer where the input
+  has holes, counted at 8 bytes per kernel and channel;
 - the kernels of layers on the GPU fallback: 8 bytes per weight when they are arrays (values
   mode, or weights from a .npz file; timing-only runs use stand-ins that hold no memory,
   `weights.stand_in_weights`);
@@ -31,6 +34,22 @@ FLOAT_BYTES = 4
 
 DLA_WEIGHT_BYTES = 16             # per weight of a DLA layer, at the lowering's peak
 ARRAY_WEIGHT_BYTES = 8            # per weight held as float32 arrays (the weights and a copy)
+PLANE_BYTES = 8                   # per kernel x channel of a stand-in's plane (float32 + codes)
+
+
+def plane_elements(network: Network, ops: set[str] | None = None) -> int:
+    """Kernels x input channels of the conv / fc layers (of `ops`): the largest form a
+    timing-only stand-in takes in the plan (a plane broadcast over the kernel's R x S)."""
+    total = 0
+    for op in network.ops:
+        if ops is not None and op.name not in ops:
+            continue
+        x = network.shapes[op.inputs[0]]
+        if op.kind == "conv":
+            total += op.attrs["out_channels"] * (x.c // op.attrs["groups"])
+        elif op.kind == "fc":
+            total += op.attrs["out_features"] * x.c
+    return total
 
 
 def weight_elements(network: Network, ops: set[str] | None = None) -> int:
@@ -54,11 +73,16 @@ def memory_need_bytes(network: Network, values: bool, batch: int = 1,
                       gpu_ops: set[str] | frozenset = frozenset()) -> dict[str, int]:
     """Bytes a run holds at once, by part ('weights', 'activations'); `input_image`: a timing
     run holds the input (read from a .npy file); `weights`: the weights are arrays (values
-    mode, a .npz file); `gpu_ops`: the ops on the GPU fallback (the others run on the DLA)."""
+    mode, a .npz file, a model's, pruned), not stand-ins; `gpu_ops`: the ops on the GPU
+    fallback (the others run on the DLA)."""
+    arrays = weights or values
     all_elements = weight_elements(network)
     gpu = weight_elements(network, set(gpu_ops)) if gpu_ops else 0
-    weights = DLA_WEIGHT_BYTES * (all_elements - gpu) \
-        + (ARRAY_WEIGHT_BYTES * gpu if weights or values else 0)
+    if arrays:
+        dla = DLA_WEIGHT_BYTES * (all_elements - gpu)
+    else:
+        dla = PLANE_BYTES * (plane_elements(network) - plane_elements(network, set(gpu_ops)))
+    weights = dla + (ARRAY_WEIGHT_BYTES * gpu if arrays else 0)
     if values:
         activations = 2 * FLOAT_BYTES * batch * sum(s.elements for s in network.shapes.values())
     else:

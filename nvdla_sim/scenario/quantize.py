@@ -74,6 +74,7 @@ from ..compiler.emit_pdp import PdpLayer
 from ..compiler.emit_sdp import SdpLayer, XStage, YStage, grid_clamp
 from ..compiler.hwlayers import HwLayer, HwPlan, PostOp
 from ..compiler.lut import activation_lut
+from ..compiler.weight_views import compact, expand, repeats_per_kernel
 from ..compiler.reformat import is_reformat, reformat_quant
 from ..datatype import FP16, INT8, DataType
 from ..errors import NvdlaSimError, UnsupportedError
@@ -311,17 +312,24 @@ class _LayerQuantizer:
     def conv(self, layer: HwLayer) -> ConvQuant:
         c = layer.conv
         k = c.weight.shape[0]
-        per_k = np.abs(c.weight.reshape(k, -1)).max(axis=1).astype(np.float64)
+        # a timing-only stand-in is a broadcast view: quantise its distinct values, broadcast
+        # the codes back (the same numbers element by element; compiler/weight_views.py)
+        small = compact(c.weight)
+        if self.cfg.weight_bits < 8 and self.dtype == INT8:
+            small = np.asarray(c.weight)    # N-bit rounding draws one offset per element
+        per_k = np.abs(small.reshape(k, -1)).max(axis=1).astype(np.float64)
         if self.cfg.weights == "per_tensor":
             per_k = np.full(k, per_k.max())
         q = self.q
         s_w = np.where(per_k > 0, per_k, 1.0) / q
-        v = c.weight / s_w.astype(np.float32)[:, None, None, None]   # float32: big FC layers
+        v = small / s_w.astype(np.float32)[:, None, None, None]   # float32: big FC layers
         q_w = np.clip(np.trunc(v + np.copysign(np.float32(0.5), v)), -q, q).astype(self.dtype.numpy)
         if self.cfg.weight_bits < 8 and self.dtype == INT8:      # INT16 layers stay INT16
             q_w, factor = lowbit.quantize_int8(q_w, self.cfg.weight_bits, rounder=self.rounder)
             s_w = s_w * factor
-        sum_abs_qw = int(np.abs(q_w.reshape(k, -1)).sum(axis=1, dtype=np.int64).max(initial=0))
+        sum_abs_qw = int(np.abs(q_w.reshape(k, -1)).sum(axis=1, dtype=np.int64).max(initial=0)) \
+            * repeats_per_kernel(c.weight, q_w)
+        q_w = expand(q_w, c.weight.shape)
         t = precision.cacc_truncate(sum_abs_qw, self.dtype).shift
         s_x = self.scale(self._input_tensor(layer))
         u0 = s_x * s_w * 2.0 ** t
@@ -467,7 +475,8 @@ class _FloatLayers:
         c = layer.conv
         k = c.weight.shape[0]
         sdp = self.sdp(layer)
-        return ConvQuant(to_fp16(c.weight), np.ones(k), 1.0, 0, sdp, [])
+        return ConvQuant(expand(to_fp16(compact(c.weight)), c.weight.shape), np.ones(k), 1.0, 0,
+                         sdp, [])
 
     @staticmethod
     def _operand(values: np.ndarray):

@@ -145,11 +145,12 @@ def _prepare(scn: Scenario, forced: dict[str, str] | None = None) -> Prepared:
         scn, precisions, support = mixed_precision(scn, network, support)
         _force(support, forced)
     check_fallback(scn, network, support)
+    w = scn.weights
+    arrays = w.source == "npz" or w.sparsity > 0 or (w.source == "model" and bool(model_weights))
     check_memory(network, scn.values, getattr(scn, "batch", 1),   # before any array
                  input_image=scn.values or scn.input.source == "npy",
-                 weights=scn.weights.source == "npz", gpu_ops=set(support.fallback_ops))
+                 weights=arrays, gpu_ops=set(support.fallback_ops))
     weights = network_weights(scn, network, model_weights)
-    w = scn.weights
     weights = prune(network, weights, w.sparsity, w.pattern, w.seed)   # weights.sparsity
     # timing: activations are sized tokens, so no random image is drawn (a .npy is still read:
     # its shape is checked)

@@ -103,8 +103,13 @@ class QuantizationSpec:
 class OutputsSpec:
     directory: Path
     formats: tuple[str, ...] = ("console", "json", "csv")
-    plots: bool = True
+    plots: bool | None = None          # None (not said): drawn in values mode only (draw_plots)
     timeline: bool = False
+
+    def draw_plots(self, values: bool) -> bool:
+        """Whether the report draws its plots: as the scenario says, else in values mode (a
+        timing-only run sizing a chip wants the table and the JSON; the plots cost ~0.7 s)."""
+        return values if self.plots is None else self.plots
 
 
 @dataclass
@@ -658,7 +663,8 @@ def _outputs(value: Any, name: str) -> OutputsSpec:
         formats = [formats]
     if not isinstance(formats, list) or any(f not in REPORT_FORMATS for f in formats):
         raise FieldError("outputs.formats", f"must list some of {', '.join(REPORT_FORMATS)}, got {formats!r}")
-    return OutputsSpec(Path(directory), tuple(formats), _bool(d, "plots", "outputs", True),
+    plots = None if d.get("plots") is None else _bool(d, "plots", "outputs", True)
+    return OutputsSpec(Path(directory), tuple(formats), plots,
                        _bool(d, "timeline", "outputs", False))
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
+from itertools import chain, islice
 from typing import Iterable, Iterator
 
 from ..errors import NvdlaSimError
@@ -19,6 +20,8 @@ from .point import PointRunner, evaluate_point
 from .spec import Point
 
 BACKENDS = ("local", "ray")
+WINDOW_PER_JOB = 4                  # points queued per worker: busy workers, bounded memory
+RAY_WINDOW_PER_JOB = 16             # a cluster's workers start tasks later: a deeper queue
 
 
 def default_jobs() -> int:
@@ -37,30 +40,44 @@ class LocalBackend:
             raise NvdlaSimError(f"--jobs: must be >= 1, got {self.jobs}")
 
     def run(self, points: Iterable[Point], runner: PointRunner, bytes_per_mac: float) -> Iterator[dict]:
-        points = list(points)
-        if self.jobs == 1 or len(points) <= 1:
-            for p in points:
+        # Points are taken from `points` as workers free up (a grid's points are made when
+        # asked for: a large sweep never holds them all; spec.GridPoints).
+        points = iter(points)
+        first = list(islice(points, 2))
+        if self.jobs == 1 or len(first) <= 1:
+            for p in chain(first, points):
                 yield evaluate_point(p, runner, bytes_per_mac)
             return
         # A worker that dies (the kernel kills it for memory, a signal) breaks the pool and every
-        # point in it: those run again in a new pool, then any lost twice alone, and a point
-        # that kills even its own pool is an error row; the sweep goes on.
-        lost = yield from self._pool(points, runner, bytes_per_mac, self.jobs)
-        if lost:
-            lost = yield from self._pool(lost, runner, bytes_per_mac, self.jobs)
-        for p in lost:
-            if (yield from self._pool([p], runner, bytes_per_mac, 1)):
-                yield dead_worker_row(p)
+        # point in it: those run again, each alone in its own pool (a point that kills even that
+        # one is an error row), then a new pool goes on with the rest; the sweep goes on.
+        rest = chain(first, points)
+        while True:
+            lost = yield from self._pool(rest, runner, bytes_per_mac, self.jobs)
+            if not lost:
+                return
+            for p in lost:
+                if (yield from self._pool(iter([p]), runner, bytes_per_mac, 1)):
+                    yield dead_worker_row(p)
 
     @staticmethod
-    def _pool(points: list[Point], runner: PointRunner, bytes_per_mac: float,
+    def _pool(points: Iterator[Point], runner: PointRunner, bytes_per_mac: float,
               jobs: int) -> Iterator[dict]:
-        """Yield the rows of `points` run in one process pool; return the points a dead worker
-        took down."""
-        pool = ProcessPoolExecutor(max_workers=min(jobs, len(points)))
+        """Yield the rows of `points` run in one process pool, at most WINDOW_PER_JOB points per
+        worker submitted at a time; when a worker dies, stop taking points and return the
+        points it took down (the ones in flight)."""
+        pool = ProcessPoolExecutor(max_workers=jobs)
         lost: list[Point] = []
+        pending: dict = {}
+
+        def fill() -> None:
+            while len(pending) < jobs * WINDOW_PER_JOB:
+                p = next(points, None)
+                if p is None:
+                    return
+                pending[pool.submit(evaluate_point, p, runner, bytes_per_mac)] = p
         try:
-            pending = {pool.submit(evaluate_point, p, runner, bytes_per_mac): p for p in points}
+            fill()
             while pending:
                 finished, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for f in finished:
@@ -71,6 +88,8 @@ class LocalBackend:
                         lost.append(p)
                         continue
                     yield row
+                if not lost:
+                    fill()
         finally:
             # On an interrupt: drop what has not started; finished rows were already saved.
             pool.shutdown(wait=True, cancel_futures=True)
@@ -94,9 +113,11 @@ class RayBackend:
 
     def run(self, points: Iterable[Point], runner: PointRunner, bytes_per_mac: float) -> Iterator[dict]:
         ray = self._ray()
-        points = list(points)
-        if not points:
+        points = iter(points)
+        first = next(points, None)
+        if first is None:
             return
+        points = chain([first], points)
         started = not ray.is_initialized()
         if started:
             kwargs = dict(include_dashboard=False, logging_level="ERROR", log_to_driver=False)
@@ -106,12 +127,15 @@ class RayBackend:
                 ray.init(num_cpus=self.jobs or default_jobs(), **kwargs)
         try:
             task = ray.remote(num_cpus=1, max_retries=0)(evaluate_point)
-            pending = [task.remote(p, runner, bytes_per_mac) for p in points]
+            window = (self.jobs or default_jobs()) * RAY_WINDOW_PER_JOB
+            pending = [task.remote(p, runner, bytes_per_mac) for p in islice(points, window)]
             try:
                 while pending:
                     finished, pending = ray.wait(pending, num_returns=1)
                     for ref in finished:
                         yield ray.get(ref)
+                    pending += [task.remote(p, runner, bytes_per_mac)
+                                for p in islice(points, window - len(pending))]
             finally:
                 for ref in pending:
                     ray.cancel(ref, force=True)

@@ -11,7 +11,7 @@ from typing import TextIO
 from .point import PointRunner, run_scenario_point
 from .progress import Progress, format_duration
 from .results import ResultStore
-from .spec import SweepSpec
+from .spec import Point, SweepSpec
 
 RUNNERS = {"scenario": "nvdla_sim.sweep.point:run_scenario_point",
            "conv-chain": "nvdla_sim.sweep.conv_chain:run_conv_chain"}
@@ -54,6 +54,11 @@ class SweepSummary:
         return "\n".join(lines)
 
 
+def _label(row: dict) -> str:
+    """A row's point as Point.label() writes it (the row carries its parameters)."""
+    return Point(row["index"], row.get("params") or {}, {}, "", "").label()
+
+
 def _params(row: dict) -> str:
     return ", ".join(f"{k}={v}" for k, v in (row.get("params") or {}).items()) or "the base"
 
@@ -65,31 +70,31 @@ def run_sweep(spec: SweepSpec, backend, runner: PointRunner = run_scenario_point
     stream = stream if stream is not None else sys.stderr
     out = Path(out_dir) if out_dir is not None else spec.out_dir
     store = ResultStore(out, spec)
-    todo = [p for p in spec.points if not store.finished(p)]
-    skipped = len(spec.points) - len(todo)
+    total = len(spec.points)
+    # points stream to the backend (a grid's are made as they are taken: spec.GridPoints);
+    # only a resume counts the finished ones first
+    skipped = sum(store.finished(p) for p in spec.points) if store.rows else 0
     if skipped:
-        stream.write(f"{spec.name}: {skipped} of {len(spec.points)} points already done in "
+        stream.write(f"{spec.name}: {skipped} of {total} points already done in "
                      f"{store.json_path}, skipped\n")
+    todo = (p for p in spec.points if not store.finished(p))
     start = time.perf_counter()
-    bar = Progress(len(todo), stream, tty=tty)
-    by_key = {p.key: p for p in todo}
+    bar = Progress(total - skipped, stream, tty=tty)
     try:
-        if todo:
+        if total > skipped:
             for row in backend.run(todo, runner, spec.bytes_per_mac):
                 store.add(row)
-                p = by_key[row["key"]]
                 result = f"{row['ms']:.3f} ms" if row["status"] == "ok" else row["status"]
-                bar.advance(row["status"], f"{p.label()}: {result}")
-        else:
-            store.save()
+                bar.advance(row["status"], f"{_label(row)}: {result}")
     finally:
         bar.close()
+        store.save()                # the rows a throttled save has not written yet (results.py)
     wall = time.perf_counter() - start
     rows = store.current()
     counts = {"ok": 0, "infeasible": 0, "error": 0}
     for r in rows:
         counts[r["status"]] = counts.get(r["status"], 0) + 1
-    summary = SweepSummary(out, len(spec.points), skipped, len(todo), counts, wall, rows,
+    summary = SweepSummary(out, total, skipped, total - skipped, counts, wall, rows,
                            [store.json_path, store.csv_path])
     if (spec.plots if plots is None else plots) and counts["ok"]:
         from .plots import plot_all

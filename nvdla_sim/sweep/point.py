@@ -26,7 +26,7 @@ from typing import Callable
 
 from ..errors import NvdlaSimError
 from .feasibility import cbuf_infeasibility, largest_need
-from .spec import Point, canonical
+from .spec import Point, canonical, hardware_limited
 
 PointRunner = Callable[[dict, str], dict]
 
@@ -128,7 +128,9 @@ def _evaluate_point(point: Point, runner: PointRunner, bytes_per_mac: float) -> 
     try:
         scn = parse_scenario(point.scenario, Path(point.base_dir))
     except NvdlaSimError as exc:
-        return done("infeasible", str(exc))
+        # a grid is checked value by value (spec._check_grid): a combination of valid values
+        # that the schema refuses is this point's error; a hardware limit is infeasible
+        return done("infeasible" if hardware_limited(exc) else "error", str(exc))
     row.update(hardware_columns(scn, bytes_per_mac))
     try:
         prep = compile_point(point.scenario, point.base_dir)

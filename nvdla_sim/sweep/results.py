@@ -37,9 +37,10 @@ import csv
 import json
 import math
 import os
+import time
 from pathlib import Path
 
-from .spec import AXES, Point, SweepSpec, axis_path, canonical
+from .spec import AXES, Point, SweepSpec, axis_path, canonical, point_keys
 
 CONFIG_COLUMNS = ("network", "preset", "atomic_c", "atomic_k", "cbuf_banks", "cbuf_bank_depth",
                   "cbuf_bank_width", "cvsram_bytes", "dram_gbps", "clock_mhz", "mode",
@@ -52,6 +53,8 @@ METRIC_COLUMNS = ("cycles", "ms", "fps", "dram_bytes", "cvsram_traffic_bytes", "
                   "lowest_sqnr_db", "output_sqnr_db", "gpu_layers") + ENERGY_COLUMNS + SPLIT_COLUMNS + ("wall_s",)
 HEAD_COLUMNS = ("key", "index", "status", "reason", "params")
 FINISHED = ("ok", "infeasible")
+SAVE_EVERY_ROW_POINTS = 10_000      # up to this many points the files are rewritten per row
+SAVE_INTERVAL_S = 2.0               # beyond: at most this often (a save writes every row)
 JSON_NAME, CSV_NAME = "results.json", "results.csv"
 
 
@@ -148,6 +151,7 @@ class ResultStore:
         self.spec = spec
         self.rows: dict[str, dict] = {}
         self.extra_columns = [axis_path(a) for a in spec.custom_paths]
+        self._saved = time.monotonic()
         self.load()
 
     @property
@@ -177,23 +181,29 @@ class ResultStore:
         return row is not None and row.get("status") in FINISHED
 
     def add(self, row: dict) -> None:
+        """Keep a finished row and rewrite the files: after every row, or on a sweep of more
+        than SAVE_EVERY_ROW_POINTS points at most once per SAVE_INTERVAL_S (each save writes
+        every row; the driver saves once more at the end or on an interrupt)."""
         self.rows[row["key"]] = row
-        self.save()
+        now = time.monotonic()
+        if len(self.spec.points) <= SAVE_EVERY_ROW_POINTS or now - self._saved >= SAVE_INTERVAL_S:
+            self.save()
 
     def ordered(self) -> list[dict]:
         """The sweep's rows in point order, then rows of points no longer in the sweep."""
-        keys = [p.key for p in self.spec.points]
+        keys = point_keys(self.spec.points)
         mine = [self.rows[k] for k in keys if k in self.rows]
         wanted = set(keys)
         return mine + [r for k, r in self.rows.items() if k not in wanted]
 
     def current(self) -> list[dict]:
-        return [self.rows[p.key] for p in self.spec.points if p.key in self.rows]
+        return [self.rows[k] for k in point_keys(self.spec.points) if k in self.rows]
 
     def columns(self) -> list[str]:
         return list(HEAD_COLUMNS + CONFIG_COLUMNS) + self.extra_columns + list(METRIC_COLUMNS)
 
     def save(self) -> None:
+        self._saved = time.monotonic()
         self.out_dir.mkdir(parents=True, exist_ok=True)
         rows = self.ordered()
         doc = {"sweep": self.spec.name, "spec": str(self.spec.path) if self.spec.path else None,

@@ -15,7 +15,9 @@ file and the field path (`grid.dram_gbps[2]: must be > 0, got -5`).  See docs/sw
 An axis is one of `AXES` (a short name for a scenario field) or any scenario field path
 (`memory.dram_latency_ns`, `hardware.sdp.bs_throughput`).  Values are checked for type here;
 whether the hardware can take them is decided per point (feasibility.py), so a sweep may cross
-the edge of what is buildable and record the points beyond it as infeasible.
+the edge of what is buildable and record the points beyond it as infeasible.  A grid is checked
+value by value (each axis value once, with progress), not point by point, and its points are
+made as they stream to the workers (`GridPoints`): a grid of up to MAX_POINTS starts at once.
 """
 from __future__ import annotations
 
@@ -23,10 +25,12 @@ import copy
 import hashlib
 import itertools
 import json
+import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from ..config import preset_names
 from ..errors import NvdlaSimError
@@ -56,7 +60,7 @@ AXES = {
 POSITIVE_INT_AXES = ("cbuf_banks", "cbuf_bank_depth", "cbuf_bank_width", "atomic_c", "atomic_k")
 TOP_KEYS = ("name", "base", "fixed", "grid", "points", "area", "outputs")
 DEFAULT_BYTES_PER_MAC = 256
-MAX_POINTS = 100_000                # a larger grid is refused before it is expanded
+MAX_POINTS = 1_000_000              # a larger grid is refused (points are made as they run)
 # Scenario fields naming files: resolved against the file that names them.
 FILE_FIELDS = (("network", "onnx"), ("input", "npy"), ("weights", "npz"))
 
@@ -84,11 +88,70 @@ class SweepSpec:
     base_dir: Path
     fixed: dict                                  # axis -> value
     axes: list[str]                              # axis names in order (grid) or as first seen (points)
-    points: list[Point]
+    points: list[Point] | GridPoints             # a grid's points are made when asked for
     bytes_per_mac: float = DEFAULT_BYTES_PER_MAC
     out_dir: Path = Path("out")
     plots: bool = True
     custom_paths: list[str] = field(default_factory=list)   # axes given as scenario field paths (columns)
+
+
+class GridPoints(Sequence):
+    """The points of a grid, first axis slowest (itertools.product order), each made when it is
+    asked for: a large grid holds its axes, not a scenario per point (1,000,000 points stream
+    to the workers; spec checks ran on each axis value, `evaluate_point` checks each point)."""
+
+    def __init__(self, base: dict, fixed: dict, axes: list[str], lists: list[list],
+                 sweep_dir: Path):
+        self.base, self.fixed, self.axes, self.lists = base, fixed, axes, lists
+        self.sweep_dir = sweep_dir
+        self.n = math.prod(len(v) for v in lists)
+        self._keys: list[str] | None = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def values(self, i: int) -> dict:
+        """The axis values of point i (mixed radix, the last axis fastest)."""
+        out = {}
+        for axis, vals in zip(reversed(self.axes), reversed(self.lists)):
+            i, j = divmod(i, len(vals))
+            out[axis] = vals[j]
+        return {a: out[a] for a in self.axes}
+
+    def index(self, positions: dict[str, int]) -> int:
+        """The point whose axis `a` takes value number positions[a] (0 where not given)."""
+        i = 0
+        for axis, vals in zip(self.axes, self.lists):
+            i = i * len(vals) + positions.get(axis, 0)
+        return i
+
+    def point(self, i: int, values: dict | None = None) -> Point:
+        values = self.values(i) if values is None else values
+        scenario = point_scenario(self.base, {**self.fixed, **values})
+        return Point(i, values, scenario, str(self.sweep_dir), point_key(scenario))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(self.n))]
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(f"point {i} of {self.n}")
+        return self.point(i)
+
+    def __iter__(self) -> Iterator[Point]:
+        for i, combo in enumerate(itertools.product(*self.lists)):
+            yield self.point(i, dict(zip(self.axes, combo)))
+
+    def keys(self) -> list[str]:
+        """Every point's key in order (made once: the results file's row order)."""
+        if self._keys is None:
+            self._keys = [p.key for p in self]
+        return self._keys
+
+
+def point_keys(points) -> list[str]:
+    return points.keys() if isinstance(points, GridPoints) else [p.key for p in points]
 
 
 def _short(v: Any) -> str:
@@ -270,7 +333,7 @@ def _values_of(d: dict, where: str, sweep_dir: Path) -> dict:
     return out
 
 
-def _grid(value: Any, sweep_dir: Path) -> tuple[list[str], list[dict]]:
+def _grid(value: Any, sweep_dir: Path) -> tuple[list[str], list[list]]:
     if not isinstance(value, dict) or not value:
         raise FieldError("grid", "must be a mapping of axis -> list of values")
     axes, lists = [], []
@@ -296,7 +359,7 @@ def _grid(value: Any, sweep_dir: Path) -> tuple[list[str], list[dict]]:
         if total > MAX_POINTS:
             raise FieldError("grid", f"{total:,} points (the product of the axes' lengths) is above "
                                      f"{MAX_POINTS:,}: split the sweep or list its points")
-    return axes, [dict(zip(axes, combo)) for combo in itertools.product(*lists)]
+    return axes, lists
 
 
 def _points(value: Any, sweep_dir: Path) -> tuple[list[str], list[dict]]:
@@ -344,8 +407,11 @@ def parse_sweep(data: Any, sweep_dir: Path, default_name: str = "sweep",
     if len(given) != 1:
         raise FieldError("grid", "give exactly one of grid (every combination) and points "
                                  f"(an explicit list){' (got both)' if len(given) == 2 else ''}")
-    axes, combos = _grid(data["grid"], sweep_dir) if given[0] == "grid" \
-        else _points(data["points"], sweep_dir)
+    if given[0] == "grid":
+        grid = _grid(data["grid"], sweep_dir)
+        axes = grid[0]
+    else:
+        axes, combos = _points(data["points"], sweep_dir)
     for axis in axes:
         if axis in fixed:
             raise FieldError(f"fixed.{axis}", f"is also an axis of {given[0]}")
@@ -367,25 +433,57 @@ def parse_sweep(data: Any, sweep_dir: Path, default_name: str = "sweep",
     if not isinstance(plots, bool):
         raise FieldError("outputs.plots", f"must be true or false, got {plots!r}")
 
+    if given[0] == "grid":
+        axes, lists = grid
+        points = GridPoints(base, fixed, axes, lists, sweep_dir)
+        _check_grid(points, progress)
+    else:
+        points = _checked_points(base, fixed, combos, sweep_dir, progress)
+    return SweepSpec(None, name, base, sweep_dir, fixed, axes, points, float(bpm), Path(directory),
+                     plots, [a for a in axes if a not in AXES])
+
+
+def _check_point(values: dict, i: int, where: str, scenario: dict, sweep_dir: Path,
+                 fixed: dict) -> None:
+    """A point's scenario is valid, or only beyond what the hardware takes (infeasible: recorded
+    when it runs); else the sweep is written wrong: the field that set the value is named."""
+    try:
+        parse_scenario(scenario, sweep_dir)
+    except NvdlaSimError as exc:
+        if not hardware_limited(exc):
+            raise FieldError(_blame(exc, where, i, values, fixed),
+                             f"point {i} ({Point(i, values, {}, '', '').label()}): {exc}") from None
+
+
+def _check_grid(points: GridPoints, progress: Callable[[int, int], None] | None) -> None:
+    """Each value of each axis once, the other axes at their first value: the sum of the axes'
+    lengths, not their product (a 1,008-point grid: 31 checks).  A combination that only fails
+    with another axis's value is an `error` row when it runs (point.evaluate_point)."""
+    checks = [(points.axes[0], 0)] + [(a, j) for a, vals in zip(points.axes, points.lists)
+                                      for j in range(1, len(vals))]
+    for c, (axis, j) in enumerate(checks):
+        if progress is not None:
+            progress(c, len(checks))
+        i = points.index({axis: j})
+        p = points.point(i)
+        _check_point(p.params, i, "grid", p.scenario, points.sweep_dir, points.fixed)
+
+
+def _checked_points(base: dict, fixed: dict, combos: list[dict], sweep_dir: Path,
+                    progress: Callable[[int, int], None] | None) -> list[Point]:
+    """An explicit list: every point checked (each was written by hand), no two the same."""
     points, seen = [], {}
-    where = "grid" if given[0] == "grid" else "points"
     for i, values in enumerate(combos):
         if progress is not None:
             progress(i, len(combos))
         scenario = point_scenario(base, {**fixed, **values})
-        try:
-            parse_scenario(scenario, sweep_dir)
-        except NvdlaSimError as exc:
-            if not hardware_limited(exc):       # infeasible points are recorded, not refused
-                raise FieldError(_blame(exc, where, i, values, fixed),
-                                 f"point {i} ({Point(i, values, {}, '', '').label()}): {exc}") from None
+        _check_point(values, i, "points", scenario, sweep_dir, fixed)
         key = point_key(scenario)
         if key in seen:
             raise FieldError(f"points[{i}]", f"the same scenario as points[{seen[key]}]")
         seen[key] = i
         points.append(Point(i, values, scenario, str(sweep_dir), key))
-    return SweepSpec(None, name, base, sweep_dir, fixed, axes, points, float(bpm), Path(directory),
-                     plots, [a for a in axes if a not in AXES])
+    return points
 
 
 def load_sweep(path: str | Path, progress: Callable[[int, int], None] | None = None) -> SweepSpec:
