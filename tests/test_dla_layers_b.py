@@ -82,8 +82,10 @@ CASES = [
      lambda n: n.add("reduce", "x", "data", op="max", axes=("c",)),
      lambda n: n.add("reduce", "x", "data", op="max", axes=())),
     ("softmax.axis", ORIN, INT8, INT8,
-     lambda n: n.add("softmax", "x", "data", axis="c"),
-     lambda n: n.add("softmax", "x", "data", axis="h")),
+     lambda n: [n.pool("p", "data", "max", (1, 1), (1, 1), pad=(0, 0, 28, 0)),    # 8x32x4
+                n.add("softmax", "x", "p", axis="h")],
+     lambda n: [n.pool("p", "data", "max", (1, 1), (1, 1), pad=(0, 0, 29, 0)),    # 8x33x4
+                n.add("softmax", "x", "p", axis="h")]),
     ("softmax.orin_only", ORIN, INT8, INT8,
      lambda n: n.add("softmax", "x", "data"), lambda n: n.add("softmax", "x", "data")),
     ("prelu.slope_constant", XAVIER, INT8, INT8,
@@ -187,6 +189,8 @@ VALUE_CASES = {  # name: (layers, hardware, precision)
     "softmax_accurate": ([C1, GAP, {"name": "y", "type": "softmax", "input": "gap"}], "orin_dla", "int8"),
     "softmax_optimized": ([C1, {"name": "y", "type": "softmax"}], "orin_dla", "int8"),
     "softmax_fp16": ([C1, GAP, {"name": "y", "type": "softmax", "input": "gap"}], "orin_dla", "fp16"),
+    "softmax_w": ([C1, {"name": "y", "type": "softmax", "axis": "w"}], "orin_dla", "int8"),
+    "softmax_h_fp16": ([C1, {"name": "y", "type": "softmax", "axis": "h"}], "orin_dla", "fp16"),
 }
 
 
@@ -195,7 +199,7 @@ def test_values_against_the_float_reference(name):
     layers, hw, precision = VALUE_CASES[name]
     prep, lowered, result, values = run(scenario(layers, hw, precision))
     assert all(layer.on_dla for layer in prep.plan.layers)
-    assert {layer.kind for layer in prep.plan.layers} <= {"conv", "sdp", "pdp"}
+    assert {layer.kind for layer in prep.plan.layers} <= {"conv", "sdp", "pdp", "rubik"}
     ref = independent(prep)["y"]
     assert sqnr_db(ref, values["y"]) > FLOOR[precision], sqnr_db(ref, values["y"])
     # the op's hardware layers end the last report row (a pooling may fuse into the conv's)

@@ -5,6 +5,7 @@ grouped (block-diagonal) weights, image-input geometry, INT8 and INT16, extreme 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from nvdla_sim.kernels import blas
@@ -254,3 +255,37 @@ def test_strided_atom_views_are_the_byte_offsets(n_surf, h, w, atom, dtype, line
     expect[offsets] = np.ascontiguousarray(cube.reshape(n_surf, atom, h, w).transpose(0, 2, 3, 1)) \
         .view(np.uint8).reshape(offsets.shape)
     np.testing.assert_array_equal(space.read(0x100, span + 64), expect)
+
+
+@pytest.mark.parametrize("scenario", ["lenet5_nv_small.yaml", "lenet5_nv_full_int16.yaml",
+                                      "tinymix_nv_large.yaml"])
+def test_scenario_values_are_the_same_with_the_exact_kernel(scenario, monkeypatch):
+    """A whole network, INT8 and INT16: every tensor the DLA wrote and every layer's cycles and
+    statistics equal those of the run with NVDLA_SIM_CONV_GEMM=0 (conv_lines for every layer),
+    and the BLAS path did run."""
+    from pathlib import Path
+    from nvdla_sim.compiler.lower import lower_and_run
+    from nvdla_sim.kernels import conv_gemm
+    from nvdla_sim.scenario.runner import context, prepare
+    from nvdla_sim.scenario.schema import load_scenario
+    from nvdla_sim.units import cmac
+    path = Path(__file__).resolve().parent.parent / "scenarios" / scenario
+    calls = []
+    real = conv_gemm.conv_lines_gemm
+    monkeypatch.setattr(cmac, "conv_lines_gemm", lambda *a: calls.append(1) or real(*a))
+
+    def run():
+        prep = prepare(load_scenario(path))
+        return lower_and_run(prep.plan, context(prep))
+
+    fast = run()
+    assert calls
+    monkeypatch.setenv("NVDLA_SIM_CONV_GEMM", "0")
+    n = len(calls)
+    exact = run()
+    assert len(calls) == n                     # the switch turned the BLAS path off
+    assert fast.outputs.keys() == exact.outputs.keys()
+    for name in exact.outputs:
+        np.testing.assert_array_equal(fast.outputs[name], exact.outputs[name], err_msg=name)
+    assert [(t.name, t.start_cycle, t.end_cycle, t.statistics) for t in fast.layers] == \
+        [(t.name, t.start_cycle, t.end_cycle, t.statistics) for t in exact.layers]

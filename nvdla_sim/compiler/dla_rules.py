@@ -116,7 +116,8 @@ RULES = {r.name: r for r in (
     Rule("reduce.axes", "tensorrt", "any combination of the C, H, W axes"),
     Rule("reduce.channel_max", "model", "a max over at most 2048 channels (Reduce over C, "
                                         "Softmax: rotation convolutions of C x C weights)"),
-    Rule("softmax.axis", "model", "softmax over the channel axis (H / W axes not modelled)"),
+    Rule("softmax.axis", "model", "softmax over H / W: at most 32 positions, on a preset with "
+                                  "RUBIK (the max and 1/sum broadcast back by a nearest resize)"),
     Rule("softmax.optimized_axis", "dla", "optimized mode (H x W > 1): axis at most 1024"),
     Rule("sdp.lut", "hardware", "a function through the SDP lookup table needs it"),
     Rule("prelu.slope_constant", "tensorrt", "the slope is a build-time constant"),

@@ -51,6 +51,7 @@ COMPARISONS = {"equal": "step_eq", "greater": "step_gt", "less": "step_lt"}
 UNARY_LUT = {"sin": "sin(x)", "cos": "cos(x)", "atan": "arctan(x)"}
 SOFTMAX_OPTIMIZED_AXIS = 1024       # TensorRT: the optimized mode restricts the axis to 1024
 CHANNEL_MAX_LIMIT = 2048            # a max over channels: ceil(log2 C) C x C rotations (model)
+SPATIAL_AXIS_LIMIT = 32             # softmax over H / W: resize scale and kernel at most 32
 STEP_HALF = 128                     # comparison LUT: LO nodes at the integers -128..128
 
 
@@ -210,8 +211,7 @@ def violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: b
         x = net.shapes[op.inputs[0]]
         axis = op.attrs.get("axis", "c")
         if axis != "c":
-            r.append(tag("softmax.axis", f"softmax over {axis.upper()} (only the channel axis "
-                                         "is modelled)"))
+            r += _spatial_softmax(op, x, axis, hw, dtype, dla, tag)
         elif x.h * x.w > 1 and x.c > SOFTMAX_OPTIMIZED_AXIS:
             r.append(tag("softmax.optimized_axis", f"softmax over {x.c} channels at {x.h}x{x.w} "
                                                    f"positions (optimized mode: axis at most "
@@ -220,6 +220,22 @@ def violations(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: b
             r.append(tag("sdp.lut", "softmax needs the SDP lookup table"))
         return r + _channel_max(x.c, tag)
     return r
+
+
+def _spatial_softmax(op: Op, x: Shape, axis: str, hw: HardwareConfig, dtype: DataType,
+                     dla: bool, tag) -> list[str]:
+    """Softmax over H or W: its max and sum over at most SPATIAL_AXIS_LIMIT positions (pooling
+    passes, a depthwise convolution of ones) broadcast back by a nearest resize (RUBIK)."""
+    size = x.h if axis == "h" else x.w
+    if size > SPATIAL_AXIS_LIMIT or not (hw.features.rubik and hw.memory_atomic_bytes == 32):
+        return [tag("softmax.axis", f"softmax over {axis.upper()} of {size} positions on "
+                                    f"{hw.name} (modelled: at most {SPATIAL_AXIS_LIMIT}, "
+                                    "broadcast back by RUBIK)")]
+    from .dla_rules import _resize
+    small = Shape(x.c, 1, x.w) if axis == "h" else Shape(x.c, x.h, 1)
+    view = Network("softmax_broadcast", "m", small)
+    view.add("resize", "b", "m", scale=(size, 1) if axis == "h" else (1, size), mode="nearest")
+    return _resize(view.ops[0], view, hw, dtype, dla)
 
 
 def _channel_max(c: int, tag) -> list[str]:
@@ -362,6 +378,8 @@ class _Expander:
     def softmax(self, op: Op) -> None:
         n, x = op.name, op.inputs[0]
         c = self.shape(x).c
+        if op.attrs.get("axis", "c") != "c":
+            return self.softmax_spatial(op, op.attrs["axis"])
         if c == 1:                                    # exp(x - x) / 1
             self.sdpfn(n, n, x, mode="lin", a=np.zeros((1, 1, 1)), c=np.ones((1, 1, 1)))
             return
@@ -375,6 +393,41 @@ class _Expander:
         self.sdpfn(n, n, [e, r], mode="prod",
                    note=f"softmax {mode} mode: max by {rounds} rotation rounds, exp and 1/sum "
                         "through the SDP LUT, sum by a convolution of ones")
+
+
+    def softmax_spatial(self, op: Op, axis: str) -> None:
+        """Over H or W: max pooling passes along the axis, a nearest resize back (RUBIK), exp(x -
+        max), the sum by a depthwise convolution of ones, 1/sum, resized back, the product."""
+        n, x = op.name, op.inputs[0]
+        s = self.shape(x)
+        size = s.h if axis == "h" else s.w
+        if size == 1:                                 # exp(x - x) / 1
+            self.sdpfn(n, n, x, mode="lin", a=np.zeros((1, 1, 1)), c=np.ones((1, 1, 1)))
+            return
+        along = (lambda k: (k, 1)) if axis == "h" else (lambda k: (1, k))
+        m, rest, i = x, size, 0
+        while rest > 1:
+            k = min(rest, 8)
+            rest = -(-rest // k)
+            m = self.add(n, "pool", f"{n}.pool{i}", m, method="max", kernel=along(k),
+                         stride=along(k), pad=(0, 0, 0, 0), ceil_mode=True)
+            i += 1
+        back = along(size)
+        mb = self.add(n, "resize", f"{n}.maxb", m, scale=back, mode="nearest")
+        e = self.sdpfn(n, f"{n}.exp", [x, mb], mode="lin", a=np.ones((1, 1, 1)), b=-1.0,
+                       fn="exp(x)")
+        name = f"{n}.sum"
+        self.weights[name] = {"weight": np.ones((s.c, 1) + back, np.float32),
+                              "bias": np.zeros(s.c, np.float32)}
+        total = self.add(n, "conv", name, e, out_channels=s.c, kernel=back, stride=(1, 1),
+                         pad=(0, 0, 0, 0), dilation=(1, 1), groups=s.c, bias=False, relu=False,
+                         batchnorm=False)
+        r = self.sdpfn(n, f"{n}.recip", total, mode="lin", fn="1 / x")
+        rb = self.add(n, "resize", f"{n}.recipb", r, scale=back, mode="nearest")
+        self.sdpfn(n, n, [e, rb], mode="prod",
+                   note=f"softmax over {axis.upper()}: max by pooling, exp and 1/sum through the "
+                        "SDP LUT, sum by a depthwise convolution of ones, broadcast back by "
+                        "RUBIK (nearest resize)")
 
 
 def expand(net: Network, weights: dict, on_dla) -> Network:
