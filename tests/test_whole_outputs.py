@@ -94,3 +94,16 @@ def test_layer_plots_are_legible_for_resnet50(tmp_path):
         assert png.shape[1] == 1000
     # the fixed left margin holds the longest name (res4a_branch2c: 14 characters at 8 points)
     assert label_inches(names) >= 14 * 8 * 0.55 / 72
+
+
+def test_a_timing_only_run_without_plots_never_imports_matplotlib(tmp_path):
+    """The default timing-only command loads no plotting library (~0.3 s of its start)."""
+    import subprocess
+    import sys
+    path = _file(tmp_path, mode="timing-only")
+    code = ("import sys; from nvdla_sim.cli import main; rc = main(['run', sys.argv[1]]); "
+            "print(rc, 'matplotlib' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[-2:] == ["0", "False"]
+    assert not (tmp_path / "out" / "layer_cycles.png").exists()

@@ -20,12 +20,15 @@ from nvdla_sim.scenario.schema import load_scenario, parse_scenario
 ROOT = Path(__file__).resolve().parent.parent
 
 # holes: a concatenation of 12 + 20 channels is off the 32-channel atom of nv_large, so the conv
-# reading it has zero columns and the convs writing it zero kernels; grouped convs both ways
+# reading it has zero columns and a conv added to it zero kernels; grouped convs both ways
 # (atom-aligned groups split, unaligned ones block-diagonal); bias-free fc, batch norm folded
 HOLES = {"name": "holes", "input": [8, 16, 16], "layers": [
     {"name": "a", "type": "conv", "out_channels": 12, "kernel": 3, "pad": 1, "batchnorm": True},
     {"name": "b", "type": "conv", "input": "data", "out_channels": 20, "kernel": 1},
     {"name": "cat", "type": "concat", "input": ["a", "b"]},
+    # added to the concatenation: d's output takes its holes (zero kernels between its groups)
+    {"name": "d", "type": "conv", "input": "data", "out_channels": 32, "kernel": 1},
+    {"name": "s", "type": "add", "input": ["d", "cat"]},
     {"name": "c", "type": "conv", "out_channels": 64, "kernel": 3, "pad": 1, "relu": True},
     {"name": "g", "type": "conv", "out_channels": 64, "kernel": 3, "pad": 1, "groups": 2},
     {"name": "h", "type": "conv", "out_channels": 24, "kernel": 1, "groups": 4},
