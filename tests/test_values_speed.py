@@ -289,3 +289,21 @@ def test_scenario_values_are_the_same_with_the_exact_kernel(scenario, monkeypatc
         np.testing.assert_array_equal(fast.outputs[name], exact.outputs[name], err_msg=name)
     assert [(t.name, t.start_cycle, t.end_cycle, t.statistics) for t in fast.layers] == \
         [(t.name, t.start_cycle, t.end_cycle, t.statistics) for t in exact.layers]
+
+
+@pytest.mark.parametrize("shape", [(300, 70, 3, 3), (5, 1, 1, 1), (1, 9000, 2, 2)])
+@pytest.mark.parametrize("q, dtype", [(127, np.int8), (32767, np.int16)])
+def test_weight_codes_by_kernel_blocks_equal_the_whole_array_rounding(shape, q, dtype):
+    """quantize.weight_codes against clip(trunc(v + copysign(0.5, v))) of the whole tensor,
+    with exact ties (k + 0.5), values beyond the range and a broadcast stand-in view."""
+    from nvdla_sim.scenario.quantize import weight_codes
+    rng = np.random.default_rng(sum(shape))
+    w = rng.standard_normal(shape, dtype=np.float32)
+    s_w = np.abs(w.reshape(shape[0], -1)).max(axis=1).astype(np.float64) / q
+    w.flat[::7] = (np.arange(w.size)[::7] % 11 - 5.5).astype(np.float32) * \
+        np.repeat(s_w.astype(np.float32), w[0].size)[::7]          # ties after the division
+    w.flat[::13] *= 3                                                 # beyond +-q
+    for weights in (w, np.broadcast_to(w[:, :1, :1, :1], shape)):
+        v = weights / s_w.astype(np.float32)[:, None, None, None]
+        want = np.clip(np.trunc(v + np.copysign(np.float32(0.5), v)), -q, q).astype(dtype)
+        np.testing.assert_array_equal(weight_codes(weights, s_w, q, dtype), want)

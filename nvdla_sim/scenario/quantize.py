@@ -110,6 +110,26 @@ def quantize_tensor(x: np.ndarray, scale: float, dtype: DataType = INT8) -> np.n
     return np.clip(round_away(v), lo, hi).astype(dtype.numpy)
 
 
+WEIGHT_BLOCK_ELEMENTS = 1 << 16       # weight_codes: elements rounded at a time
+
+
+def weight_codes(w: np.ndarray, s_w: np.ndarray, q: int, dtype) -> np.ndarray:
+    """Per-kernel weight codes clip(round(w[k] / s_w[k]), -q, q) as `dtype`, rounding half away
+    from zero in float32 (big FC layers): a block of kernels at a time, so the temporaries stay
+    in cache (AlexNet's 61 M weights: no five 240 MiB arrays), each element through the same
+    float32 operations as the whole-array form."""
+    out = np.empty(w.shape, dtype)
+    per = max(1, WEIGHT_BLOCK_ELEMENTS // max(1, int(np.prod(w.shape[1:], dtype=np.int64))))
+    s32 = s_w.astype(np.float32).reshape((-1,) + (1,) * (w.ndim - 1))
+    for k0 in range(0, w.shape[0], per):
+        v = w[k0:k0 + per] / s32[k0:k0 + per]
+        v += np.copysign(np.float32(0.5), v)
+        np.trunc(v, out=v)
+        np.clip(v, -q, q, out=v)
+        out[k0:k0 + per] = v
+    return out
+
+
 def dequantize(q: np.ndarray, scale: float) -> np.ndarray:
     return q.astype(np.float32) * np.float32(scale)
 
@@ -322,8 +342,7 @@ class _LayerQuantizer:
             per_k = np.full(k, per_k.max())
         q = self.q
         s_w = np.where(per_k > 0, per_k, 1.0) / q
-        v = small / s_w.astype(np.float32)[:, None, None, None]   # float32: big FC layers
-        q_w = np.clip(np.trunc(v + np.copysign(np.float32(0.5), v)), -q, q).astype(self.dtype.numpy)
+        q_w = weight_codes(small, s_w, q, self.dtype.numpy)
         if self.cfg.weight_bits < 8 and self.dtype == INT8:      # INT16 layers stay INT16
             q_w, factor = lowbit.quantize_int8(q_w, self.cfg.weight_bits, rounder=self.rounder)
             s_w = s_w * factor
