@@ -146,6 +146,12 @@ GRAPHS = {
                {"name": "cat", "type": "concat", "input": ["c1", "c2"]},
                {"name": "t1", "type": "tanh"}, {**CONV2, "name": "c3"}],
     "fp16_first": [SIG, {"name": "c1", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1}],
+    # a concatenation of an FP16 part (conv + sigmoid) and an INT8 one: both parts FP16
+    "fp16_concat_part": [CONV_LIN, SIG,
+                         {"name": "c2", "type": "conv", "out_channels": 32, "kernel": 1,
+                          "input": "data"},
+                         {"name": "cat", "type": "concat", "input": ["s1", "c2"]},
+                         {**CONV2, "name": "c3"}],
 }
 
 
@@ -159,6 +165,10 @@ def test_every_tensor_within_the_int8_floor(tmp_path, graph):
     for name in names:
         assert sqnr_db(prep.reference[name], got[name]) > INT8_FLOOR_DB, name
     assert any(layer.reformat for layer in prep.plan.layers)
+    if graph == "fp16_concat_part":
+        assert prep.precisions["c2"] == ("fp16", "writes part of 'cat', which an FP16 layer "
+                                                 "writes too (one element type per buffer)")
+        assert prep.precisions["c3"] == ("int8", "INT8 where possible")
 
 
 def test_chw16_output_of_an_int8_network(tmp_path):

@@ -54,12 +54,25 @@ def needed(layer_precision: dict[str, DataType], default: DataType,
 
 def widen_fused(plan, layer_precision: dict[str, DataType]) -> dict[str, DataType]:
     """Layer precisions with every op of a hardware layer that holds an FP16 op in FP16 (one SDP
-    pass computes in one precision: a convolution fused with an upgraded sigmoid runs in FP16)."""
+    pass computes in one precision: a convolution fused with an upgraded sigmoid runs in FP16),
+    and every DLA layer writing a part of a buffer another FP16 layer writes (a concatenation
+    holds one element type) in FP16 too; repeated until nothing changes."""
     out = dict(layer_precision)
-    for layer in plan.layers:
-        if any(out.get(o, plan.dtype).is_float for o in layer.ops):
-            for o in layer.ops:
-                out[o] = FP16
+    is_float = lambda layer: any(out.get(o, plan.dtype).is_float for o in layer.ops)  # noqa: E731
+    changed = True
+    while changed:
+        changed = False
+        writers: dict[str, list] = {}
+        for layer in plan.layers:
+            if layer.on_dla and layer.output is not None:
+                writers.setdefault(layer.output.tensor, []).append(layer)
+        for layer in plan.layers:
+            shared = writers.get(layer.output.tensor, []) if layer.output is not None else []
+            if layer.on_dla and (is_float(layer) or any(is_float(w) for w in shared)):
+                for o in layer.ops:
+                    if not out.get(o, plan.dtype).is_float:
+                        out[o] = FP16
+                        changed = True
     return out
 
 

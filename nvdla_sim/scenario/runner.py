@@ -300,9 +300,12 @@ def fused_precisions(plan: HwPlan, precisions: dict) -> None:
         if not layer.on_dla or not plan.layer_dtype(layer).is_float:
             continue
         first = next((o for o in layer.ops if precisions.get(o, ("",))[0] == "fp16"), None)
+        why = f"in one hardware layer with '{first}' (FP16)" if first else \
+            (f"writes part of '{layer.output.tensor}', which an FP16 layer writes too (one "
+             "element type per buffer)")
         for op in layer.ops:
             if op in precisions and precisions[op][0] != "fp16":
-                precisions[op] = ("fp16", f"in one hardware layer with '{first}' (FP16)")
+                precisions[op] = ("fp16", why)
 
 
 def scn_of(prep: Prepared) -> Scenario:
