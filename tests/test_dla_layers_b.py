@@ -217,6 +217,18 @@ def test_element_wise_scale_is_two_per_element_operands():
     assert sqnr_db(independent(prep)["y"], values["y"]) > 25
 
 
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+def test_prelu_with_per_element_slopes_is_one_sdp_pass(precision):
+    net = Network("t", "data", Shape(16, 6, 6))
+    net.conv("c1", "data", 16, 3, pad=1)
+    slope = np.random.default_rng(2).uniform(-0.5, 0.5, (16, 6, 6)).astype(np.float32)
+    net.add("prelu", "y", "c1", slope_cube=slope)
+    prep, lowered, result, values = run(scenario([C1], precision=precision, network=net))
+    assert [layer.kind for layer in prep.plan.layers_of_row("y")] == ["sdp"]
+    assert prep.plan.layers[-1].quant.x1.mul == "prelu"
+    assert sqnr_db(independent(prep)["y"], values["y"]) > FLOOR[precision]
+
+
 def own_inputs(prep, values, op_name):
     """The op's inputs as the DLA stored them (dequantised), for checks exact to the hardware."""
     op = prep.network.op(op_name)

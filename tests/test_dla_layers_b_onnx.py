@@ -68,6 +68,7 @@ MODELS = {
     "scale_elementwise": ([node("Mul", ["x", "k"])], [const("k", RNG.uniform(-2, 2, SHAPE))]),
     "shift_elementwise": ([node("Add", ["x", "k"])], [const("k", RNG.uniform(-2, 2, SHAPE[1:]))]),
     "prelu_tensor": ([GAP, node("PRelu", ["x", "g"])], []),
+    "prelu_elementwise": ([node("PRelu", ["x", "k"])], [const("k", RNG.uniform(0, 0.5, SHAPE[1:]))]),
 }
 
 
@@ -102,7 +103,8 @@ def run_onnx(tmp_path, nodes, inits, hardware="orin_dla", precision="int8", fall
 
 
 @pytest.mark.parametrize("name", ["sub_tensors", "div_constant", "pow", "abs", "sin", "reduce_hw",
-                                  "reduce_all", "softmax", "scale_elementwise"])
+                                  "reduce_all", "softmax", "scale_elementwise",
+                                  "prelu_elementwise"])
 def test_onnx_models_run_on_the_dla(tmp_path, name):
     prep, values = run_onnx(tmp_path, *MODELS[name])
     assert all(layer.on_dla for layer in prep.plan.layers)

@@ -345,6 +345,8 @@ class _Expander:
             self.sdpfn(n, n, op.inputs[0], mode="lin", fn=f"x ** {p!r}")
         elif k == "abs":
             self.sdpfn(n, n, op.inputs[0], mode="lin", fn="abs")
+        elif k == "prelu":                            # per-element constant slopes
+            self.sdpfn(n, n, op.inputs[0], mode="lin", fn="prelu", slope=a["slope_cube"])
         elif k in UNARY_LUT:
             self.sdpfn(n, n, op.inputs[0], mode="lin", fn=UNARY_LUT[k])
         elif k == "reduce":
@@ -432,16 +434,21 @@ class _Expander:
                         "RUBIK (nearest resize)")
 
 
+def _expands(op: Op) -> bool:
+    """Whether `expand` rewrites `op`: USER_KINDS, and a PReLU with per-element slopes."""
+    return op.kind in USER_KINDS or op.kind == "prelu" and "slope_cube" in op.attrs
+
+
 def expand(net: Network, weights: dict, on_dla) -> Network:
     """`net` with every op of USER_KINDS that `on_dla(name)` accepts rewritten as sdpfn / conv /
     max / pool ops (module doc); the constant convolution weights are added to `weights`.
     Returns `net` itself when there is nothing to rewrite."""
-    if not any(op.kind in USER_KINDS and on_dla(op.name) for op in net.ops):
+    if not any(_expands(op) and on_dla(op.name) for op in net.ops):
         return net
     out = Network(net.name, net.input_name, net.input_shape)
     ex = _Expander(net, out, weights)
     for op in net.ops:
-        if op.kind in USER_KINDS and on_dla(op.name):
+        if _expands(op) and on_dla(op.name):
             ex.expand(op)
             if out.shapes[op.name] != net.shapes[op.name]:
                 raise NvdlaSimError(f"layer '{op.name}': expansion produced the wrong shape")

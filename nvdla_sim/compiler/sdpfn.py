@@ -8,7 +8,8 @@ Per element, with x the first input (scale s_x), t the second (s_t), y the outpu
         z = b ((a / b) x + t) X1 MUL by (a / b) s_x / u1 with u1 = s_t / 2^F, X2 ALU SUM of t << F
                               (per element, or a C x 1 x 1 tensor PER_KERNEL), MUL by b u1 / u2
   prod  z = k x t             X1 MUL by k s_x / u1, X2 MUL by t (memory operand)
-then `fn`: None (the C converter to s_y), "abs" (X1 PReLU slope -1, exact), a numpy expression
+then `fn`: None (the C converter to s_y), "abs" (X1 PReLU slope -1, exact), "prelu" (X1 PReLU
+with the constant `slope`, per element from memory), a numpy expression
 through the Y LUT (fitted by `nvdla_sim.lut.fit` over z's calibrated range, input units
 max|z| / 2^14), or step_gt / step_lt / step_eq (z in integer units, a LUT whose LO nodes are the
 integers -128..128: exact 0 / 1).  FP16: the same stages in float (no shifts, no converter).
@@ -43,11 +44,11 @@ def emit_sdpfn(builder, op: Op) -> None:
         post.operand_tensor = op.inputs[1]
         post.operand = builder.ref(op.inputs[1])
     fn = op.attrs.get("fn")
-    stages = [SdpStage("x1", mul="prelu" if fn == "abs" else "rescale", post_ops=[0])]
+    stages = [SdpStage("x1", mul="prelu" if fn in ("abs", "prelu") else "rescale", post_ops=[0])]
     if len(op.inputs) > 1 or op.attrs.get("c") is not None:
         stages.append(SdpStage("x2", alu=("sum", 0) if op.attrs.get("mode") == "lin" else None,
                                mul=("product", 0) if op.attrs.get("mode") == "prod" else "rescale"))
-    if fn not in (None, "abs"):
+    if fn not in (None, "abs", "prelu"):
         stages.append(SdpStage("y", lut=fn))
     sdp = SdpSpec("memory", [post], stages, src.channels, shape.h, shape.w)
     layer = HwLayer(op.name, "sdp", row, [op.name], [src], builder.ref(op.name), sdp=sdp)
@@ -174,6 +175,12 @@ def quantize_sdpfn(plan, layer, cal, values: dict, dtype: DataType, out_dtype: D
     elif fn == "abs":
         x1 = XStage(mul="prelu", mul_operand=-1, mul_shift=0)     # |x|: negatives times -1
         units = s_x
+    elif fn == "prelu":                  # constant slopes per element: negatives times m / 2^n
+        slope = np.asarray(a["slope"], np.float64)
+        m, n = _shared_shift(slope.reshape(-1))
+        x1 = XStage(mul="prelu", mul_operand=_operand_form(m.reshape(slope.shape), _per(slope)),
+                    mul_shift=n)
+        units = s_x
     elif two:
         s_t = cal.scales[op.inputs[1]]
         b = float(a.get("b", 1.0))
@@ -213,7 +220,7 @@ def quantize_sdpfn(plan, layer, cal, values: dict, dtype: DataType, out_dtype: D
     if step:
         y = YStage(lut=step_lut(fn, 32767))
         units = 1.0 / 32767
-    elif fn not in (None, "abs"):
+    elif fn not in (None, "abs", "prelu"):
         from ..lut.functions import parse_function
         lo, hi = _lut_range(z, fn)
         f_max = float(np.max(np.abs(parse_function(fn)(np.linspace(lo, hi, 1025))))) or 1.0
@@ -255,6 +262,8 @@ def _quantize_fp16(op, layer, operand, a_arr, c_arr, z, two, mode, fn):
         x2 = XStage(mul="mul", mul_operand=operand)
     elif fn == "abs":
         x1 = XStage(mul="prelu", mul_operand=-1.0)
+    elif fn == "prelu":
+        x1 = XStage(mul="prelu", mul_operand=form(op.attrs["slope"]))
     elif two:
         b = float(op.attrs.get("b", 1.0))
         x1 = XStage(mul="mul", mul_operand=form(a_arr / b))
@@ -266,7 +275,7 @@ def _quantize_fp16(op, layer, operand, a_arr, c_arr, z, two, mode, fn):
     if fn is not None and fn.startswith("step"):
         raise UnsupportedError(f"'{op.name}': comparisons run in INT8 only "
                                "[rule eltwise.compare_int8]")
-    if fn not in (None, "abs"):
+    if fn not in (None, "abs", "prelu"):
         lo, hi = _lut_range(z, fn)
         y = YStage(lut=_fit_cached(fn, lo, hi, "fp16", None, None))
     return SdpLayer(x1, x2, y, IDENTITY, layer.name, FP16)

@@ -206,6 +206,11 @@ class _Importer:
                 if slope is None:               # a tensor: GPU (rule prelu.slope_constant)
                     net.add("prelu", out, ins)
                     self.weights[out] = {"slope": np.zeros(c, np.float32)}     # unused
+                elif slope.size == net.shapes[ins[0]].elements and slope.size != c:
+                    s = net.shapes[ins[0]]          # per element: one SDP PReLU pass (ext_ops)
+                    net.add("prelu", out, ins[0], slope_cube=slope.reshape(s.c, s.h, s.w)
+                            .astype(np.float32))
+                    self.weights[out] = {"slope": np.zeros(c, np.float32)}     # unused
                 elif slope.size not in (1, c):
                     raise self.fail(node, f"slope of {slope.size} values for {c} channels")
                 else:

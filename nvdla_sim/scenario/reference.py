@@ -125,6 +125,7 @@ def run_op(op: Op, ins: list[np.ndarray], weights: Weights) -> np.ndarray:
     if kind == "prelu":
         slope = np.full(x.shape[0], a["slope"], np.float32) if "slope" in a else weights[op.name]["slope"]
         slope = ins[1] if len(ins) > 1 else slope[:, None, None]    # a slope tensor (GPU)
+        slope = a["slope_cube"] if "slope_cube" in a else slope     # per element (ext_ops)
         return np.where(x >= 0, x, x * slope).astype(np.float32)
     if kind == "clip":
         return np.clip(x, a.get("min", -np.inf), a.get("max", np.inf)).astype(np.float32)
@@ -208,6 +209,8 @@ def _ext_op(op: Op, ins: list[np.ndarray]) -> np.ndarray:
             return z
         if fn == "abs":
             return np.abs(z)
+        if fn == "prelu":
+            return np.where(z >= 0, z, z * np.asarray(a["slope"], np.float64))
         steps = {"step_gt": np.greater, "step_lt": np.less, "step_eq": np.equal}
         if fn in steps:
             return steps[fn](z, 0).astype(np.float64)
