@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..config import HardwareConfig
-from ..datatype import FP16, INT8, DataType
+from ..datatype import INT8, DataType
 from .network import EXT_KINDS, Network, Op
 
 MAX_DIM = 8192                  # every non-batch dimension (13-bit width/height/channel fields)

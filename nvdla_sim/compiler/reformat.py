@@ -113,10 +113,10 @@ def insert_reformats(plan, layer_precision: dict[str, DataType],
                 continue
             key = (ref, want.is_float)
             if key not in copies:
-                src_type = INT8 if have == INT16 else have
-                if have == INT16:
-                    raise UnsupportedError(f"'{layer.name}' reads INT16 '{ref.tensor}' in "
+                if INT16 in (have, want):
+                    raise UnsupportedError(f"'{layer.name}' reads {have} '{ref.tensor}' in "
                                            f"{want}: INT16 <-> FP16 reformats are not modelled")
+                src_type = have
                 base = plan.tensors[ref.tensor]
                 src = ref
                 for tag, proc, in_type, out_type, suffix in PASSES[(src_type.name, want.name)]:
