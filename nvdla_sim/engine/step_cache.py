@@ -11,9 +11,10 @@ waits for its next OP_ENABLE, every channel is empty.  What the next piece does 
   while a piece is recorded (`_track`), stored with the entry (`reads`, `pointer_reads`) and
   compared before a replay; a recording that reads an address register is not kept;
 - the timing state: each memory interface's port, bus and memory free times relative to now
-  (a time at or before now books as now), every credit pool and channel buffer (a pool with
-  every credit free only by name: its size matters only when the piece uses it before resizing
-  it, `pool_sizes`), the CBUF entries kept for the next layer, CACC's delivery credits still
+  (a time at or before now books as now), every credit pool and channel buffer in use (a pool
+  with every credit free only by name: its size matters only when the piece uses it before
+  resizing it, `pool_sizes`; an empty channel only by its size, when the piece uses it,
+  `channels`), the CBUF entries kept for the next layer, CACC's delivery credits still
   out, CDMA's kept data / weights, the convolution units' layer counts relative to CSC's and
   the register group of each unit the piece runs (`parities`);
 - the host: its poll phase relative to now, changeover flags, writes issued ahead and which of
@@ -109,7 +110,7 @@ class Entry:
     pool_sizes: tuple       # (pool, capacity) of free pools the piece used before resizing
     cdma: tuple | None
     pools: list             # (name, capacity, free, peak in the piece) in creation order
-    channels: list          # (name, capacity, free or None) in creation order
+    channels: list          # (name, capacity, free or None) of the token channels it used
     retained: dict
     credits: tuple | None
     layers: list            # new TimingModel._layers entries
@@ -270,7 +271,9 @@ class StepCache:
             room = ch.room
             if room is not None and room._waiters:
                 return self._no('pool waiters')
-            channels.append((name, None if room is None else (room.capacity, round(room.free, 9))))
+            if room is not None and abs(room.free - room.capacity) > POOL_EPS:
+                # (an empty channel matters only by its size, if the piece uses it: `channels`)
+                channels.append((name, room.capacity, round(room.free, 9)))
         if any(tm._announced.values()):
             return self._no('stream announced')
         credits = self._credits_key(now)
@@ -336,7 +339,12 @@ class StepCache:
         for name, parity in entry.parities:
             if self.engine.units[name].stats["layers"] % 2 ^ f != parity:
                 return False
-        pools = self.engine.timing._pools
+        tm = self.engine.timing
+        for name, capacity, _ in entry.channels:
+            ch = tm._channels.get(name)
+            if ch is not None and (ch.room.capacity if ch.room is not None else None) != capacity:
+                return False
+        pools = tm._pools
         for name, capacity in entry.pool_sizes:
             if pools[name].capacity != capacity:
                 return False
@@ -462,7 +470,7 @@ class StepCache:
             p.peak = -1.0
         cbuf_peak = tm.cbuf_peak_entries
         tm.cbuf_peak_entries = -1.0
-        channels_before = set(tm._channels)
+        used_channels = self._watch_channels()
         layers_before = set(tm._layers)
         n_raised = len(eng.glb.raised)
         n_launches = len(eng.launches)
@@ -480,6 +488,7 @@ class StepCache:
             result = eng.run(piece, summarize=False)
         finally:
             undo()
+            tm.__dict__.pop("channel", None)
             for p in tm._pools.values():    # (watchers never called are still there)
                 for k in ("acquire", "release", "resize"):
                     p.__dict__.pop(k, None)
@@ -559,9 +568,8 @@ class StepCache:
                            in ((n, v) for n, v in first_use.items() if v)
                            if was_free and op != "resize")
         channels = [(name, ch.room.capacity if ch.room is not None else None,
-                     name not in channels_before,
                      ch.room.free if ch.room is not None else None)
-                    for name, ch in tm._channels.items()]
+                    for name, ch in tm._channels.items() if name in used_channels]
         credits = self._credits()
         credits_end = None if credits is None else \
             (credits.outstanding, [(s - t0, c, k) for s, c, k in credits._deliveries])
@@ -638,6 +646,18 @@ class StepCache:
             for method in ("acquire", "release", "resize"):
                 setattr(pool, method, watcher(method))
         return first
+
+    def _watch_channels(self) -> set:
+        """The token channels a recording looks up or makes (TimingModel.channel)."""
+        tm = self.engine.timing
+        used: set = set()
+        plain = type(tm).channel
+
+        def channel(name, capacity=None):
+            used.add(name)
+            return plain(tm, name, capacity)
+        tm.channel = channel
+        return used
 
     def _launch_changes(self, t0: float, n_before: int, last_before: dict | None) -> tuple:
         launches = self.engine.launches
@@ -743,8 +763,8 @@ class StepCache:
             p.capacity, p.free = capacity, free
             if peak > p.peak:
                 p.peak = peak
-        for name, capacity, new, free in entry.channels:
-            ch = tm.channel(name, capacity) if new else tm._channels[name]
+        for name, capacity, free in entry.channels:
+            ch = tm.channel(name, capacity)     # (made now if the piece made it)
             if ch.room is not None:
                 ch.room.free = free
         tm.retained.update(entry.retained)
