@@ -71,6 +71,12 @@ def test_every_layer_as_without_the_cache(name, hardware, least, monkeypatch):
     # each unit's activity spans, as many and as long (the timeline draws them)
     assert len(on.engine_result.engine.activity.spans) == \
         len(off.engine_result.engine.activity.spans)
+    # the report's line
+    info = step_cache.summary(on)
+    assert info == {"replayed_steps": cache.replayed, "steps": cache.replayed + cache.simulated}
+    assert step_cache.summary(off) is None
+    assert f"{cache.replayed} of {info['steps']} steps replayed" in \
+        step_cache.console_lines(info)[0]
     # the host's launches (end-to-end time)
     la, lb = on.engine_result.engine.launches, off.engine_result.engine.launches
     assert len(la) == len(lb)
