@@ -10,7 +10,7 @@ import pytest
 from nvdla_sim.compiler.dla_rules import RULES
 from nvdla_sim.compiler.emit import ProgramBuilder, cube_image, read_output
 from nvdla_sim.compiler.emit_rubik import emit_contract
-from nvdla_sim.compiler.deconv import ContractSpec
+from nvdla_sim.compiler.deconv import ContractSpec, edge_bands
 from nvdla_sim.compiler.lower import lower, run_lowered
 from nvdla_sim.compiler.hwlayers import TensorRef
 from nvdla_sim.compiler.network import Network, Shape
@@ -266,8 +266,11 @@ def test_resize_placement():
     assert check_support(resize_net(scale=(32, 1)), XAVIER).on_dla("x")
     assert rules_of(resize_net(), NV_SMALL) == {"resize.rubik"}            # no RUBIK
     assert check_support(resize_net(scale=(1, 1)), NV_SMALL).on_dla("x")   # a copy: 1x1 conv
-    # bilinear inside TensorRT's range is not compiled (edge-clamped taps): GPU, named
-    assert rules_of(resize_net(mode="bilinear", scale=(2, 2))) == {"resize.bilinear_lowering"}
+    assert check_support(resize_net(mode="bilinear", scale=(4, 3)), XAVIER).on_dla("x")
+    thin = Network("t", "data", Shape(8, 4, 1))                  # 1 pixel wide, W not scaled
+    thin.add("resize", "x", "data", scale=(2, 1), mode="bilinear")
+    assert rules_of(thin) == {"resize.bilinear"}
+    assert rules_of(resize_net(mode="bilinear", scale=(2, 2)), NV_SMALL) == {"resize.rubik"}
 
 
 @pytest.mark.parametrize("hw, precision, scale", [("nv_full", "int8", 3), ("xavier_dla", "fp16", [2, 5]),
@@ -404,3 +407,30 @@ def test_deconv_network_as_a_v1_trace_replays(tmp_path, capsys):
     assert "NVDLA_RBK.D_DECONV_STRIDE" in txn
     assert main(["replay", str(tmp_path / "tr" / "dcv"), "--project", "nv_full"]) == 0
     assert "dcv: PASS" in capsys.readouterr().out
+
+
+
+@pytest.mark.parametrize("hw, precision, scale, shape", [
+    ("nv_full", "int8", 2, (8, 5, 6)), ("xavier_dla", "fp16", [3, 4], (8, 5, 6)),
+    ("nv_full", "fp16", 2, (8, 1, 2)), ("orin_dla", "int8", 4, (40, 3, 7)),
+    ("nv_full", "int8", [3, 2], (8, 4, 1)), ("nv_full", "fp16", [2, 1], (8, 3, 5))])
+def test_bilinear_resize_values(hw, precision, scale, shape):
+    """Bilinear resize on the DLA: 3x3 phase convolutions over the edge bands (the clamp folded
+    into the kernels) and a RUBIK contract; against the half-pixel, edge-clamped definition."""
+    layers = [{"name": "c", "type": "conv", "out_channels": shape[0], "kernel": 1},
+              {"name": "r", "type": "resize", "mode": "bilinear", "scale": scale},
+              {"name": "relu", "type": "relu"}]
+    prep, _, result = run(scenario(hw, layers, shape, precision))
+    assert not prep.plan.fallback
+    kinds = [layer.kind for layer in prep.plan.layers]
+    s = (scale, scale) if isinstance(scale, int) else tuple(scale)
+    passes = [n for n, f in zip(shape[1:], s) if f > 1]       # one pass per scaled axis
+    assert kinds.count("rubik") == len(passes)
+    assert kinds.count("conv") == 1 + sum(len(edge_bands(n)) for n in passes)
+    values = dla_tensors(prep.plan, result.outputs)
+    floor = 25 if precision == "int8" else 40
+    assert sqnr_db(prep.reference["relu"], values["relu"]) > floor
+    if precision == "fp16":     # the DLA's own input, interpolated in float64: FP16 rounding only
+        from nvdla_sim.scenario.reference_resample import resize_bilinear
+        want = np.maximum(resize_bilinear(values["c"].astype(np.float64), s), 0)
+        assert sqnr_db(want, values["relu"]) > 55

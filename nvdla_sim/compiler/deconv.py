@@ -95,7 +95,7 @@ def subkernel(kernel: tuple[int, int], stride: tuple[int, int]) -> tuple[int, in
 def fixed_weights(op: Op, channels: int) -> np.ndarray:
     """The deconvolution weights (C, K, R, S) a resize stands for."""
     sh, sw = op.attrs["scale"]
-    if op.attrs["mode"] != "nearest":
+    if op.attrs["mode"] != "nearest" and (sh, sw) != (1, 1):      # (scale 1: a copy either way)
         raise ValueError(f"resize mode '{op.attrs['mode']}' has no fixed-weight lowering")
     w = np.zeros((channels, channels, sh, sw), np.float32)
     w[np.arange(channels), np.arange(channels)] = 1.0
@@ -155,11 +155,124 @@ def contracts(stride: tuple[int, int], kpad: int, in_h: int, in_w: int) -> list[
     return out
 
 
+def bilinear_taps(s: int) -> np.ndarray:
+    """(s, 3): per phase p the weights of input offsets -1, 0, +1 of half-pixel linear
+    interpolation at scale s: source = q + d, d = (p + 0.5) / s - 0.5 in (-0.5, 0.5)."""
+    k = np.zeros((s, 3), np.float64)
+    for p in range(s):
+        d = (p + 0.5) / s - 0.5
+        if d < 0:
+            k[p, 0], k[p, 1] = -d, 1 + d
+        else:
+            k[p, 1], k[p, 2] = 1 - d, d
+    return k
+
+
+def edge_bands(n: int) -> list[tuple[int, int, bool, bool]]:
+    """Output positions per phase split where the clamped edge differs from zero padding:
+    (first, count, clamp below, clamp above).  At q = 0 the tap on in[-1] reads in[0] (the
+    source coordinate is clamped), at q = n-1 the tap on in[n] reads in[n-1]."""
+    if n == 1:
+        return [(0, 1, True, True)]
+    return [(0, 1, True, False)] + ([(1, n - 2, False, False)] if n > 2 else []) + \
+        [(n - 1, 1, False, True)]
+
+
+def _folded(k: np.ndarray, lo: bool, hi: bool) -> np.ndarray:
+    k = k.copy()
+    if lo:
+        k[:, 1] += k[:, 0]
+        k[:, 0] = 0
+    if hi:
+        k[:, 1] += k[:, 2]
+        k[:, 2] = 0
+    return k
+
+
+def emit_bilinear_chain(builder, ch, row: str) -> None:
+    """Bilinear resize (integer scale s <= 4, half-pixel centres, edge-clamped), one axis at a
+    time (the interpolation is separable): per pass, a 3-tap depthwise kernel per phase as
+    convolutions over bands of lines -- the first and last line fold the outside tap onto the
+    edge pixel (the clamp), the middle is one convolution -- writing windows of the phase cube,
+    then one RUBIK contract along that axis.  A band is a whole line of the other axis (a 1x1
+    window would be written packed: the SDP ignores the strides of a 1x1 cube), hence the
+    separable passes and, for a 1-pixel-wide input, the W pass first.  A first pass writes at
+    the input's scale (the interpolation stays within its range), the last at the output's."""
+    from .hwlayers import ConvSpec, HwLayer, SdpSpec, Tensor, TensorRef, allocate_sdp
+    op = ch.anchor
+    x_t = builder.tensors[ch.main_input]
+    c = x_t.shape.c
+    sy, sx = op.attrs["scale"]
+    cpad = -(-c // builder.atom) * builder.atom
+    axes = [a for a in ((1, 0) if x_t.shape.w == 1 else (0, 1)) if (sy, sx)[a] > 1]
+    src = builder.ref(ch.main_input)
+    idx, cin = x_t.stored_index(), x_t.stored_channels
+    h, w = x_t.shape.h, x_t.shape.w
+    for n_pass, axis in enumerate(axes):
+        last = n_pass == len(axes) - 1
+        s = (sy, sx)[axis]
+        n = (h, w)[axis]
+        taps = bilinear_taps(s)
+        phases = s * cpad
+        mid = f"{op.name}.phases{n_pass}"
+        builder.tensors[mid] = Tensor(mid, Shape(phases, h, w))
+        base = src.window or (0, builder.tensors[src.tensor].shape.h, 0,
+                              builder.tensors[src.tensor].shape.w)
+        ops = [op.name] if last else [op.name, ch.main_input]    # scale: output / input's
+        post = list(ch.post) if last else []
+        stages, _ = allocate_sdp(post, builder.hw, "flying")
+        for q0, qn, lo, hi in edge_bands(n):
+            k = _folded(taps, lo, hi)
+            kernel = (3, 1) if axis == 0 else (1, 3)
+            wt = np.zeros((phases, cin) + kernel, np.float32)
+            for p in range(s):
+                wt[p * cpad + np.arange(c), idx] = k[p].reshape(kernel).astype(np.float32)
+            i0, i1 = max(q0 - 1, 0), min(q0 + qn, n - 1)
+            before, after = int(q0 == 0), int(q0 + qn == n)
+            if axis == 0:
+                window = (base[0] + i0, i1 - i0 + 1, base[2], w)
+                pad, out_hw, out_win = (before, 0, after, 0), (qn, w), (q0, qn, 0, w)
+            else:
+                window = (base[0], h, base[2] + i0, i1 - i0 + 1)
+                pad, out_hw, out_win = (0, before, 0, after), (h, qn), (0, h, q0, qn)
+            full_src = builder.tensors[src.tensor].shape
+            in_win = None if window == (0, full_src.h, 0, full_src.w) else window
+            out_win = None if out_win == (0, h, 0, w) else out_win
+            conv = ConvSpec(cin, window[1], window[3], phases, out_hw[0], out_hw[1], kernel,
+                            (1, 1), (1, 1), pad, wt, np.zeros(phases, np.float32), False,
+                            c * 2 * out_hw[0] * out_hw[1] * s)
+            sdp = SdpSpec("flying", post, stages, phases, out_hw[0], out_hw[1])
+            name = f"{op.name}.{'hw'[axis]}{q0}"
+            layer = HwLayer(name, "conv", row, list(ops) + ([o for o in ch.ops[1:]] if last else []),
+                            [TensorRef(src.tensor, src.channel_offset, src.channels, in_win)],
+                            TensorRef(mid, 0, phases, out_win), conv=conv, sdp=sdp)
+            if q0 == 0:
+                layer.notes.append(f"bilinear along {'HW'[axis]}: {s} phases of 3-tap "
+                                   f"convolutions over {len(edge_bands(n))} bands (edges "
+                                   "clamped), then RUBIK contract")
+            builder.layers.append(layer)
+        spec = ContractSpec((s, 1) if axis == 0 else (1, s), cpad, h, w)
+        h, w = spec.out_h, spec.out_w
+        if last:
+            out_ref = builder.ref(ch.end)
+        else:
+            nxt = f"{op.name}.{'hw'[axis]}"
+            builder.tensors[nxt] = Tensor(nxt, Shape(cpad, h, w))
+            out_ref = TensorRef(nxt, 0, cpad)
+        layer = HwLayer(f"{op.name}.rubik{n_pass}", "rubik", row, [ch.end],
+                        [TensorRef(mid, 0, phases)], out_ref)
+        layer.rubik = layer.quant = RubikSpec("contract", spec, h, w)
+        builder.layers.append(layer)
+        src, idx, cin = out_ref, np.arange(c), cpad
+
+
 def emit_phased_chain(builder, ch, row: str) -> None:
     """hwlayers._Builder hook: the hardware layers of a deconvolution / resize chain (the op
     with its fused ReLU): the phase convolution(s), then the RUBIK contract(s)."""
     from .hwlayers import ConvSpec, HwLayer, PostOp, SdpSpec, Tensor, TensorRef, allocate_sdp
     op = ch.anchor
+    if op.kind == "resize" and op.attrs["mode"] == "bilinear" and tuple(op.attrs["scale"]) != (1, 1):
+        return emit_bilinear_chain(builder, ch, row)
     net = builder.net
     x_t = builder.tensors[ch.main_input]
     x = x_t.shape

@@ -135,8 +135,6 @@ RULES = {r.name: r for r in (
     Rule("deconv.rubik", "hardware", "a stride above 1 needs RUBIK contract (nv_full, DLA)"),
     Rule("resize.nearest", "tensorrt", "nearest: integer scales in 1..32"),
     Rule("resize.bilinear", "tensorrt", "bilinear: integer scales in 1..4"),
-    Rule("resize.bilinear_lowering", "hardware", "bilinear resize is not compiled (the "
-                                                 "edge-clamped taps are no zero-padded deconvolution)"),
     Rule("resize.rubik", "hardware", "a scale above 1 needs RUBIK contract (nv_full, DLA)"),
     Rule("slice.channel_atom", "hardware", "a channel slice starts on an atom and ends on one "
                                            "(or at the tensor's last channel): read in place"),
@@ -272,10 +270,13 @@ def _resize(op: Op, net: Network, hw: HardwareConfig, dtype: DataType, dla: bool
         r = _range("resize.nearest", "nearest scale", scale, 1, 32)
         return r or _phased(op, net, hw, dtype, dla, "resize", scale, scale)
     r = _range("resize.bilinear", "bilinear scale", scale, 1, 4)
-    if not r and scale != (1, 1):
-        r.append(_tag("resize.bilinear_lowering", "bilinear resize: not compiled for the DLA "
-                                                  "(edge-clamped taps)"))
-    return r
+    x = net.shapes[op.inputs[0]]
+    if (x.h == 1 and scale[0] == 1 < scale[1] and x.w > 1) or \
+            (x.w == 1 and scale[1] == 1 < scale[0] and x.h > 1):
+        r.append(_tag("resize.bilinear", f"bilinear {scale[0]}x{scale[1]} of a {x.h}x{x.w} cube: "
+                                         "its edge bands would be 1x1 windows (written packed)"))
+    # 3-tap phase kernels per axis (compiler/deconv.emit_bilinear_chain)
+    return r or _phased(op, net, hw, dtype, dla, "resize", (3 * scale[0], 3 * scale[1]), scale)
 
 
 def _spatial_view(op: Op, net: Network, hw: HardwareConfig) -> str | None:
@@ -288,6 +289,8 @@ def _spatial_view(op: Op, net: Network, hw: HardwareConfig) -> str | None:
         return "a network output is stored whole, not a view"
     if hw.memory_atomic_bytes != 32:
         return f"{hw.memory_atomic_bytes}-byte atoms: the window's address would leave 32-byte alignment"
+    if net.shapes[op.name].h == net.shapes[op.name].w == 1:
+        return "a 1x1 cube is read as packed surfaces (its strides are ignored)"
     for r in readers:
         if r.kind == "conv" and r.attrs.get("groups", 1) == 1 or r.kind in ("pool", "lrn"):
             continue

@@ -684,6 +684,10 @@ def _store(outputs: dict[str, np.ndarray], plan: HwPlan, ref: TensorRef, cube: n
         t = plan.tensors[ref.tensor]
         buf = outputs[ref.tensor] = np.zeros((t.stored_channels, t.shape.h, t.shape.w),
                                              plan.tensor_dtype(ref.tensor).numpy)
+    if ref.window is not None:              # a window of the buffer (a bilinear band)
+        r0, rows, c0, cols = ref.window
+        buf[ref.channel_offset:ref.channel_offset + ref.channels, r0:r0 + rows, c0:c0 + cols] = cube
+        return
     buf[ref.channel_offset:ref.channel_offset + ref.channels] = cube
 
 

@@ -300,6 +300,8 @@ def choose_conv_features(plan, ctx, image_root: str | None, fused: set[str]) -> 
                     why = "feeds a PDP on the fly"      # on: the pool reads it from DRAM
                 elif any(p.operand is not None for p in layer.sdp.post_ops):
                     why = "per-element SDP operand"
+                elif layer.output is not None and getattr(layer.output, "window", None):
+                    why = "writes a window of its buffer (whole 4x4 blocks would spill over)"
                 else:
                     wconv, why = plan_winograd(hw, conv, c.in_h, c.in_w, c.out_h, c.out_w)
                 if wconv is not None:
