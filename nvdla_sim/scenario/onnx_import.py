@@ -172,6 +172,7 @@ class _Importer:
         net = self.net
         ins = [self.src(i) for i in node.input if i]
         out = node.output[0]
+        ops_before = len(net.ops)
         for i in ins:
             if i in self.grouped and op not in ("Transpose", "Reshape"):
                 raise self.fail(node, f"reads the 5-D grouped view '{i}' (only the channel shuffle "
@@ -287,7 +288,7 @@ class _Importer:
                 import_node(self, node, op, a, ins, out)
             else:
                 raise self.fail(node, "not supported by the importer")
-        except (ValueError, ZeroDivisionError) as exc:
+        except (ValueError, ZeroDivisionError, OverflowError) as exc:   # (int(inf): Overflow)
             raise self.fail(node, str(exc)) from None
         except KeyError as exc:
             raise self.fail(node, f"missing {exc}") from None
@@ -296,6 +297,13 @@ class _Importer:
             if s is not None and (min(s.c, s.h, s.w) <= 0 or max(s.h, s.w) > MAX_DIM):
                 raise self.fail(node, f"output {s.c}x{s.h}x{s.w} (every tensor needs a height "
                                       f"and width in 1..{MAX_DIM}, NVDLA's largest cube dimension)")
+        # constants the new ops carry in their attributes (Sub/Div/Pow/comparison operands,
+        # Scale's element-wise values) program the hardware: finite numbers only
+        for new in net.ops[ops_before:]:
+            for key, v in new.attrs.items():
+                if isinstance(v, (float, np.ndarray)) and np.asarray(v).dtype.kind == "f" \
+                        and not np.all(np.isfinite(v)):
+                    raise self.fail(node, f"its {key} holds NaN or infinite values")
 
     def conv(self, node, a, ins, out) -> None:
         w = self.const(ins[1])

@@ -97,6 +97,49 @@ def _initializer(t, where: str) -> np.ndarray:
                             f"its data ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
 
 
+def check_inference_bounds(model, where: str, opset: int) -> None:
+    """Refuse, before onnx's shape inference runs, the sizes that make it overflow: a negative or
+    int64-wrapped dimension reaching a later node's inference trips a C++ assertion that aborts
+    the process (onnx 1.23: a Resize by 1e30 then a Slice).  Graph input dimensions above
+    MAX_DIM^2 and Resize / Upsample constant scales outside 0..MAX_DIM (NaN, inf, negative) or
+    sizes outside 0..MAX_DIM^2 are one-line errors naming the input or the node; the importer
+    checks the tighter rules (integer up-sampling, 1..MAX_DIM outputs) after inference."""
+    from onnx import numpy_helper
+
+    from ..compiler.support import MAX_DIM
+    limit = MAX_DIM ** 2
+    for inp in model.graph.input:
+        dims = [d.dim_value for d in inp.type.tensor_type.shape.dim if d.HasField("dim_value")]
+        if any(not 0 <= d <= limit for d in dims):
+            raise NvdlaSimError(f"{where}: input '{inp.name}' has shape {dims}: a dimension "
+                                f"outside 0..{limit} (NVDLA's largest cube dimension is {MAX_DIM})")
+    tensors = {t.name: t for t in model.graph.initializer}
+    for node in model.graph.node:
+        if node.op_type == "Constant":
+            tensors.update({node.output[0]: a.t for a in node.attribute if a.name == "value"})
+    for node in model.graph.node:
+        if node.op_type not in ("Resize", "Upsample"):
+            continue
+        names = list(node.input)
+        slots = ((2, "scales"), (3, "sizes")) if node.op_type == "Resize" and opset >= 11 \
+            else ((1, "scales"),)
+        found = [(key, names[i]) for i, key in slots if len(names) > i and names[i] in tensors]
+        values = [("scales", np.asarray(a.floats, np.float64)) for a in node.attribute
+                  if a.name == "scales"]
+        for key, name in found:
+            try:
+                values.append((key, np.asarray(numpy_helper.to_array(tensors[name]), np.float64)))
+            except Exception:        # a corrupt tensor: _initializer names it
+                continue
+        for key, v in values:
+            top = MAX_DIM if key == "scales" else limit
+            if not np.all((v >= 0) & (v <= top)):     # (NaN fails both)
+                label = node.name or (node.output[0] if node.output else "?")
+                raise NvdlaSimError(f"{where}: node '{label}' ({node.op_type}): {key} "
+                                    f"{v.reshape(-1).tolist()}: every value must be a number in "
+                                    f"0..{top}")
+
+
 def _static_shapes(model) -> dict[str, tuple[int, ...]]:
     """Fully known shapes of every tensor shape inference can type."""
     import onnx
@@ -151,6 +194,7 @@ def normalize(model, where: str = "onnx model") -> Normalized:
 
     opset = check_versions(model, where)
     check_model(model, where)
+    check_inference_bounds(model, where, opset)
     target = CONVERT_BELOW if opset < CONVERT_BELOW else MAX_OPSET if opset > MAX_OPSET else opset
     if target != opset:
         try:

@@ -177,7 +177,11 @@ def check_number(v: Any, where: str, *, minimum: float | None = None, exclusive:
     """A user's number: int or float (never a bool or a string), finite, within the bounds
     (`why` says where the maximum comes from).  Every numeric field goes through here."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-        raise FieldError(where, f"must be {'an integer' if integer else 'a number'}, got {v!r}")
+        hint = ""
+        if isinstance(v, str) and re.fullmatch(r"\s*[-+]?\d+[eE][-+]?\d+\s*", v):
+            # YAML 1.1 reads an exponent without a dot (1e30) as text
+            hint = f" (a string: write {v.strip().lower().replace('e', '.0e', 1)} for a number)"
+        raise FieldError(where, f"must be {'an integer' if integer else 'a number'}, got {v!r}{hint}")
     if isinstance(v, float) and not math.isfinite(v):
         raise FieldError(where, f"must be a finite number, got {v!r}")
     if minimum is not None:
@@ -558,7 +562,8 @@ def _add_ext_layer(net: Network, kind: str, name: str, inputs: list[str], layer:
                 power=float(_number(layer, "power", where, 1.0)))
     elif kind == "reduce":
         axes = layer.get("axes", "chw")
-        axes = "".join(axes) if isinstance(axes, list) else axes
+        if isinstance(axes, list) and all(isinstance(a, str) for a in axes):
+            axes = "".join(axes)       # (a list of anything else is refused below)
         if not isinstance(axes, str) or not axes or any(a not in "chw" for a in axes) \
                 or len(set(axes)) != len(axes):
             raise FieldError(f"{where}.axes", f"must name axes among c, h, w (e.g. hw or [c]), "

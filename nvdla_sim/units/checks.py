@@ -76,3 +76,24 @@ def check_pdp(unit: "Unit", view: GroupView) -> None:
         if mine != theirs:
             raise NvdlaSimError(f"PDP_RDMA.{reg}.{field}={theirs} differs from PDP's {mine}: "
                                 "the RDMA would fetch another cube than PDP pools")
+
+
+def check_rubik(unit: "Unit", c) -> None:
+    """A RUBIK CONTRACT (units/rubik.Contract) reads and writes inside its memory spaces.  The
+    values path finds a stray address when it copies; a timing-only run moves no data, so
+    without this check it would time a contract the hardware could not perform (and exit 0).
+    Extents: the last atom of the last block, surface and line, on either side."""
+    atom = 32
+    last_block = (c.stride_y * c.stride_x - 1) * c.block_stride
+    src_end = (c.src + last_block + (c.out_surfaces - 1) * c.src_surf_stride
+               + (c.height - 1) * c.src_line_stride + c.width * atom)
+    dst_end = (c.dst + (c.out_surfaces - 1) * c.dst_surf_stride + (c.height - 1) * c.super_line_stride
+               + (c.stride_y - 1) * c.dst_line_stride + c.width * c.stride_x * atom)
+    memory = unit.engine.memory
+    for side, start, end, ram, regs in (
+            ("reads", c.src, src_end, c.src_ram_type, "D_DAIN_ADDR_LOW/HIGH, D_DAIN_RAM_TYPE"),
+            ("writes", c.dst, dst_end, c.dst_ram_type, "D_DAOUT_ADDR_LOW/HIGH, D_DAOUT_RAM_TYPE")):
+        space = memory.space(ram)
+        if not space.contains(start, end - start):
+            raise NvdlaSimError(f"RBK ({regs}): the contract {side} [0x{start:x}, 0x{end:x}), "
+                                f"outside {space.name} [0x{space.base:x}, 0x{space.end:x})")
