@@ -337,7 +337,8 @@ class _LayerQuantizer:
         small = compact(c.weight)
         if self.cfg.weight_bits < 8 and self.dtype == INT8:
             small = np.asarray(c.weight)    # N-bit rounding draws one offset per element
-        per_k = np.abs(small.reshape(k, -1)).max(axis=1).astype(np.float64)
+        flat = small.reshape(k, -1)       # max |w| per kernel without an |w| copy of the layer
+        per_k = np.maximum(flat.max(axis=1), -flat.min(axis=1)).astype(np.float64)
         if self.cfg.weights == "per_tensor":
             per_k = np.full(k, per_k.max())
         q = self.q
