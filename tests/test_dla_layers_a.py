@@ -434,3 +434,18 @@ def test_bilinear_resize_values(hw, precision, scale, shape):
         from nvdla_sim.scenario.reference_resample import resize_bilinear
         want = np.maximum(resize_bilinear(values["c"].astype(np.float64), s), 0)
         assert sqnr_db(want, values["relu"]) > 55
+
+
+def test_bilinear_int8_upgrade_with_int8_fp16_flags():
+    """precision [int8, fp16]: the bilinear resize runs FP16 (TensorRT's upgrade), its
+    neighbours INT8; nearest resize stays INT8."""
+    layers = [{"name": "c", "type": "conv", "out_channels": 16, "kernel": 3, "pad": 1},
+              {"name": "r", "type": "resize", "mode": "bilinear", "scale": 2},
+              {"name": "d", "type": "conv", "out_channels": 8, "kernel": 1},
+              {"name": "n", "type": "resize", "scale": 2}]
+    prep, _, result = run(scenario("xavier_dla", layers, (8, 5, 6), ["int8", "fp16"]))
+    assert prep.precisions["r"][0] == "fp16" and "[rule resize.bilinear_int8_upgrade]" in prep.precisions["r"][1]
+    assert prep.precisions["n"][0] == "int8" and prep.precisions["c"][0] == "int8"
+    values = dla_tensors(prep.plan, result.outputs)
+    for name in ("r", "n", "d"):
+        assert sqnr_db(prep.reference[name], values[name]) > 25

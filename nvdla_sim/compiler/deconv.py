@@ -218,7 +218,6 @@ def emit_bilinear_chain(builder, ch, row: str) -> None:
         builder.tensors[mid] = Tensor(mid, Shape(phases, h, w))
         base = src.window or (0, builder.tensors[src.tensor].shape.h, 0,
                               builder.tensors[src.tensor].shape.w)
-        ops = [op.name] if last else [op.name, ch.main_input]    # scale: output / input's
         post = list(ch.post) if last else []
         stages, _ = allocate_sdp(post, builder.hw, "flying")
         for q0, qn, lo, hi in edge_bands(n):
@@ -243,9 +242,11 @@ def emit_bilinear_chain(builder, ch, row: str) -> None:
                             c * 2 * out_hw[0] * out_hw[1] * s)
             sdp = SdpSpec("flying", post, stages, phases, out_hw[0], out_hw[1])
             name = f"{op.name}.{'hw'[axis]}{q0}"
-            layer = HwLayer(name, "conv", row, list(ops) + ([o for o in ch.ops[1:]] if last else []),
+            layer = HwLayer(name, "conv", row, list(ch.ops) if last else [op.name],
                             [TensorRef(src.tensor, src.channel_offset, src.channels, in_win)],
                             TensorRef(mid, 0, phases, out_win), conv=conv, sdp=sdp)
+            if not last:                # the first pass writes at the input's scale
+                layer.out_scale = ch.main_input
             if q0 == 0:
                 layer.notes.append(f"bilinear along {'HW'[axis]}: {s} phases of 3-tap "
                                    f"convolutions over {len(edge_bands(n))} bands (edges "

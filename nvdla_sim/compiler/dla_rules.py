@@ -403,17 +403,26 @@ class Upgrade:
     rule: str
     kinds: tuple[str, ...]
     text: str
+    when: Callable[[Op], bool] | None = None     # the ops of those kinds it applies to
 
 
 UPGRADES = (
     Upgrade("lrn.int8_upgrade", ("lrn",), "LRN INT8 is supported by auto-upgrading to FP16"),
     Upgrade("activation.int8_upgrade", ("sigmoid", "tanh"),
             "TanH, Sigmoid INT8 support is supported by auto-upgrading to FP16"),
+    # An interpolation's output lies inside its input's range, so its input dynamic range is
+    # the larger one (equal only when the extreme pixels have equal neighbours): modelled as
+    # always upgraded (an assumption; TensorRT decides on the calibrated ranges)
+    Upgrade("resize.bilinear_int8_upgrade", ("resize",),
+            "for bilinear resize INT8 mode, when the input dynamic range is larger than the output "
+            "dynamic range, the layer will be upgraded to FP16",
+            lambda op: op.attrs.get("mode") == "bilinear" and tuple(op.attrs["scale"]) != (1, 1)),
 )
 
 
 def upgrade_of(op: Op) -> Upgrade | None:
-    return next((u for u in UPGRADES if op.kind in u.kinds), None)
+    return next((u for u in UPGRADES if op.kind in u.kinds and (u.when is None or u.when(op))),
+                None)
 
 
 @dataclass

@@ -202,6 +202,7 @@ class HwLayer:
     pdp: PdpSpec | None = None
     cdp: CdpSpec | None = None
     rubik: object = None               # compiler/deconv.RubikSpec (kind "rubik")
+    out_scale: str | None = None       # the tensor whose scale the output has (None: ops[-1])
     reason: str = ""                   # gpu: why it is not on the DLA
     notes: list[str] = field(default_factory=list)
     quant: object = None               # integer parameters, filled by scenario.quantize

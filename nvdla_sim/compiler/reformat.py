@@ -24,6 +24,8 @@ INT8 producer's SDP writes INT16, hwlayers.assign_precisions).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..datatype import FP16, INT8, INT16, DataType
@@ -111,6 +113,9 @@ def insert_reformats(plan, layer_precision: dict[str, DataType],
                     continue
             if have.is_float == want.is_float:
                 continue
+            # the whole tensor is converted; a window (compiler/deconv.py bands, slices) reads
+            # the copy at the same place
+            window, ref = ref.window, replace(ref, window=None)
             key = (ref, want.is_float)
             if key not in copies:
                 if INT16 in (have, want):
@@ -139,7 +144,7 @@ def insert_reformats(plan, layer_precision: dict[str, DataType],
                     inserted.append(pass_layer.name)
                     src = TensorRef(name, 0, ref.channels)
                 copies[key] = src
-            new = copies[key]
+            new = replace(copies[key], window=window)
             if where == "in":
                 layer.inputs[i] = new
             else:

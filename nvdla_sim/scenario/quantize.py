@@ -373,7 +373,8 @@ class _LayerQuantizer:
         `conv_out` the tensor the SDP input holds (the convolution's output, or the tensor read)."""
         spec = layer.sdp
         post = spec.post_ops
-        s_out = self.scale(layer.ops[-1])       # a fused PDP's output shares the SDP output scale
+        s_out = self.scale(layer.out_scale or layer.ops[-1])   # a fused PDP's output shares the
+                                                # SDP output scale; out_scale: deconv.py
         units = np.atleast_1d(np.asarray(u0, np.float64))
         # relative only: INT16 units (s_x * s_w ~ 1e-10) are below any absolute tolerance
         per_kernel = units.size > 1 and not np.allclose(units, units[0], atol=0.0)
@@ -580,6 +581,8 @@ def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig 
     for layer in plan.layers:
         if is_reformat(layer):
             layer.quant = reformat_quant(layer, plan, cal.scales)
+            continue
+        if layer.kind == "rubik":           # a copy: its RubikSpec (compiler/deconv.py)
             continue
         if layer.on_dla and plan.layer_dtype(layer).is_float and not plan.dtype.is_float:
             layer.quant = getattr(fl, {"conv": "conv", "sdp": "sdp_layer"}.get(layer.kind,
