@@ -190,6 +190,7 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
     life, line_align, image_root, atom, cvsram = _placement_start(plan, ctx, groups)
     buffers = {}
     padded = {**winograd_outputs(plan), **contracted_outputs(plan)}   # (deconv.py: RUBIK)
+    wide = int8_written_wide(plan, atom)
     for name in sorted(life, key=lambda n: life[n][0]):
         t = plan.tensors[name]
         c, h, w = t.stored_channels, t.shape.h, t.shape.w
@@ -202,11 +203,12 @@ def place_tensors(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
             buffers[name] = image_placement(name, DBB, address, c, h, w, line_align)
             continue
         ph, pw = padded.get(name, (h, w))     # a Winograd layer writes whole 4x4 blocks
+        reserved = wide.get(name, c)          # channels whose surfaces a writer may write
         if cvsram is not None:
-            nbytes = -(-c // atom_channels) * atom * ph * pw
+            nbytes = -(-reserved // atom_channels) * atom * ph * pw
             address = cvsram.take(nbytes, *life[name])
         if address is None:
-            buffers[name] = alloc.feature(name, c, ph, pw, DBB, dtype)
+            buffers[name] = replace(alloc.feature(name, reserved, ph, pw, DBB, dtype), channels=c)
         else:
             buffers[name] = TensorPlacement(name, CVSRAM, address, pw, ph, c, atom, pw * atom,
                                             ph * pw * atom, dtype)
@@ -225,6 +227,24 @@ def _placement_start(plan: HwPlan, ctx: LoweringContext, groups: list[list[HwLay
     cvsram = _CvsramFit(DEFAULT_BASE[CVSRAM], ctx.cvsram_bytes) \
         if ctx.cvsram_bytes and ctx.hw.secondary_memif is not None else None
     return life, line_align, image_root, ctx.hw.memory_atomic_bytes, cvsram
+
+
+def int8_written_wide(plan: HwPlan, atom: int) -> dict[str, int]:
+    """Root buffers of 16-bit elements an SDP processing INT8 writes (reformat pass `a`, an INT8
+    layer writing INT16): the channels to reserve.  Such an SDP writes two 16-bit surfaces per
+    32-channel INT8 surface, the padding lanes too (v1 C model: surface count ceil(C/32)*2), so
+    a 16-channel cube spills a whole surface past a ceil(C/16)-surface buffer."""
+    out: dict[str, int] = {}
+    int8_lanes = INT8.elements_per_atom(atom)
+    for layer in plan.layers:
+        if layer.kind not in ("conv", "sdp") or layer.output is None \
+                or plan.layer_dtype(layer) != INT8:
+            continue
+        root = plan.root(layer.output.tensor)[0]
+        if plan.tensor_dtype(root).bytes == 2:
+            end = align_up(layer.output.channel_offset + layer.output.channels, int8_lanes)
+            out[root] = max(out.get(root, 0), end, plan.tensors[root].stored_channels)
+    return out
 
 
 def winograd_outputs(plan: HwPlan) -> dict[str, tuple[int, int]]:
@@ -246,6 +266,7 @@ def _place_batch(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
     BATCH_STRIDE granularity, at least one whole cube as the C model requires)."""
     life, line_align, image_root, atom, cvsram = _placement_start(plan, ctx, groups)
     buffers = {}
+    wide = int8_written_wide(plan, atom)
     for name in sorted(life, key=lambda n: life[n][0]):
         t = plan.tensors[name]
         c, h, w = t.stored_channels, t.shape.h, t.shape.w
@@ -255,7 +276,8 @@ def _place_batch(plan: HwPlan, ctx: LoweringContext, alloc: Allocator,
         else:
             surf = h * w * atom
             one = TensorPlacement(name, DBB, 0, w, h, c, atom, w * atom, surf, dtype)
-        stride = align_up(one.surfaces * one.surf_stride, BUFFER_ALIGN_BYTES)
+        surfs = -(-wide.get(name, c) // one.atom_channels) if name != image_root else one.surfaces
+        stride = align_up(surfs * one.surf_stride, BUFFER_ALIGN_BYTES)
         address = cvsram.take(stride * images, *life[name]) if cvsram is not None else None
         space = DBB if address is None else CVSRAM
         if address is None:
