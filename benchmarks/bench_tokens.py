@@ -9,7 +9,9 @@ variants of nv_large: ATOMIC_C x ATOMIC_K on the preset's CBUF banks and interfa
 (`lower_and_run`, in this process) with NVDLA_SIM_TOKEN_RUNS=0 (every token on its own) and with
 the runs, and prints SimPy events, CPU seconds (time.process_time, the minimum of `--repeat`
 runs: the machine is shared), simulated cycles (must be equal: the runs are exact) and the CPU
-ratio to nv_large.  The step cache (helper "reuse") is off unless `--step-cache`.  Nothing is
+ratio to nv_large.  The step cache (helper "reuse") is off unless `--step-cache`.  `--coarse`
+compares coarse stripes off and on instead (helper "stripes"; token runs on in both); without it
+coarse stripes are off in both columns.  Nothing is
 asserted here (no timed tests); docs/performance.md records the figures.
 """
 from __future__ import annotations
@@ -38,12 +40,17 @@ CONFIGS = {
 }
 
 
-def run(hardware, runs: bool) -> tuple[int, float, float]:
-    """(events, CPU s, cycles) of timing-only ResNet-50 INT8 at 10 GB/s."""
+def run(hardware, runs: bool, coarse: int | None = None) -> tuple[int, float, float]:
+    """(events, CPU s, cycles) of timing-only ResNet-50 INT8 at 10 GB/s (`coarse`: the value of
+    NVDLA_SIM_COARSE_STRIPES, None: its default)."""
     from nvdla_sim.compiler.lower import lower_and_run
     from nvdla_sim.scenario.runner import context, prepare
     from nvdla_sim.scenario.schema import parse_scenario
     os.environ["NVDLA_SIM_TOKEN_RUNS"] = "1" if runs else "0"
+    if coarse is None:
+        os.environ.pop("NVDLA_SIM_COARSE_STRIPES", None)
+    else:
+        os.environ["NVDLA_SIM_COARSE_STRIPES"] = str(coarse)
     scn = parse_scenario({"hardware": hardware, "network": "resnet50", "mode": "timing-only",
                           "precision": "int8", "clock_mhz": 1000,
                           "memory": {"dram_gbps": 10, "dram_latency_ns": 100, "cvsram_bytes": 0},
@@ -61,6 +68,9 @@ def main() -> int:
     ap.add_argument("--configs", default=",".join(CONFIGS), help="comma-separated names")
     ap.add_argument("--repeat", type=int, default=1, help="runs per figure (minimum CPU)")
     ap.add_argument("--step-cache", action="store_true", help="leave the step cache on")
+    ap.add_argument("--coarse", action="store_true",
+                    help="off / on: coarse stripes (NVDLA_SIM_COARSE_STRIPES) 0 / 16, token "
+                         "runs on in both; the cycles column gives the total's relative change")
     args = ap.parse_args()
     if not args.step_cache:
         os.environ["NVDLA_SIM_NO_STEP_CACHE"] = "1"
@@ -77,7 +87,8 @@ def main() -> int:
         for runs in (False, True):
             best = None
             for _ in range(args.repeat):
-                events, cpu, cycles = run(hw, runs)
+                events, cpu, cycles = run(hw, True, 16 if runs else 0) if args.coarse \
+                    else run(hw, runs, 0)
                 best = (events, cpu, cycles) if best is None or cpu < best[1] else best
             figures[runs] = best
         (ev0, cpu0, cyc0), (ev1, cpu1, cyc1) = figures[False], figures[True]
@@ -87,6 +98,8 @@ def main() -> int:
         h = load_hardware(hw) if isinstance(hw, str) else None
         macs = h.atomic_c * h.atomic_k if h else hw["atomic_c"] * hw["atomic_k"]
         same = "same" if cyc0 == cyc1 else f"DIFFERENT {cyc0!r} vs {cyc1!r}"
+        if args.coarse:
+            same = f"{(cyc1 - cyc0) / cyc0:+.2e}"
         print(f"{name:<16}{macs:>6}{ev0:>12,}{ev1:>11,}{cpu0:>10.2f}{cpu1:>9.2f}"
               f"{cpu1 / ref:>11.1f}  {cyc1:,.0f} ({same})", flush=True)
     return 0

@@ -58,6 +58,7 @@ def _scenarios():
 
 def _run(prep, runs: bool, monkeypatch) -> dict:
     monkeypatch.setenv("NVDLA_SIM_TOKEN_RUNS", "1" if runs else "0")
+    monkeypatch.setenv("NVDLA_SIM_COARSE_STRIPES", "0")     # exact: test_speed_stripes.py
     booked = []
     real = MemoryInterface.read_run
 

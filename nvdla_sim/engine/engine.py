@@ -226,6 +226,7 @@ class Engine:
     def run_step(self, piece: RegisterProgram) -> RunResult:
         """`run(piece, summarize=False)` for one step of a network run piece by piece, replayed
         from the step cache when an identical step ran from an identical state before."""
+        self.network_steps = True    # CSC may use coarse stripes (timing/conv.py; not in traces)
         if self.step_cache is None:
             return self.run(piece, summarize=False)
         return self.step_cache.run(piece)

@@ -28,12 +28,14 @@ Processes and tokens (docs/timing-model-notes.md, 3.3):
 """
 from __future__ import annotations
 
+import os
 import weakref
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
-from .tokens import GRANTED, Ready, Seg, sleep_event, token_runs, wait_until, waited
+from .tokens import (GRANTED, Ready, Seg, coarse_stripes, sleep_event, token_runs, wait_until,
+                     waited)
 
 if TYPE_CHECKING:
     import simpy
@@ -48,6 +50,10 @@ CH_STRIPE = "csc->cacc"
 CH_SDP = "cacc->sdp"
 POOL_DATA = "CBUF data entries"
 POOL_WEIGHT = "CBUF weight entries"
+# Coarse stripes (NVDLA_SIM_COARSE_STRIPES): a token's MACs per package at most one nv_large
+# stripe's (2 x 32 output atoms x 32 kernels x 64 channels), so a token count per layer near
+# nv_large's on the small arrays and the exact path on nv_large / nv_full.
+COARSE_TOKEN_MACS = 64 * 32 * 64
 
 
 @dataclass(frozen=True)
@@ -349,15 +355,31 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
     n_groups = len(geom.group_kernels)
     mac_busy = []
     direct = token_runs()
+    # Coarse stripes (issue 20): how many stripes of a group may go to SDP as one token
+    # (compiled networks only, run step by step: official traces keep the exact path)
+    coarse = coarse_stripes() if direct and getattr(unit.engine, "network_steps", False) else 0
+    if coarse > 1:       # a token of at most one nv_large stripe's MACs: nv_large itself stays exact
+        stripe_macs = max(geom.stripes) * geom.atoms_per_slot * unit.hw.atomic_k * unit.hw.atomic_c
+        coarse = min(coarse, COARSE_TOKEN_MACS // stripe_macs)
+    # Not while SDP reads per-element operands beside CACC's output (a fused element-wise
+    # layer; sdp.core sets tm.flying_operands): one write per coarse token moves those layers by
+    # up to 3.5 % on 512/1024-MAC arrays; NVDLA_SIM_COARSE_OPERANDS=1 allows them.
+    coarse_operands = os.environ.get("NVDLA_SIM_COARSE_OPERANDS") == "1"
+    wt_channel = tm.channel(CH_WEIGHT)
     for g, kernels in enumerate(geom.group_kernels):
-        wt = yield from waited(env, tm.channel(CH_WEIGHT).get(), tracker, "weights not in CBUF")
+        wt = yield from waited(env, wt_channel.get(), tracker, "weights not in CBUF")
         ready = max(data.last, wt.last)
         start = ready + p.conv.csc_start_cycles if (g == 0 or ready > free) else free
         start = max(start, env.now)
         tracker.stall(env.now, start, "waiting for weights" if g else "waiting for input")
         t = start
         load = kernels * geom.load_cycles_per_kernel / p.conv.weight_load_kernels_per_cycle
-        for i, s in enumerate(geom.stripes):
+        n_stripes = len(geom.stripes)
+        # stripes a coarse token may take: not the layer's last (it ends CACC's process)
+        stop = n_stripes - 1 if g == n_groups - 1 else n_stripes
+        i = 0
+        while i < n_stripes:
+            s = geom.stripes[i]
             pkg = max(s, p.conv.csc_min_stripe_atoms, load)
             last_pkg = t + (geom.packages - 1) * pkg
             sleep = sleep_event(env, last_pkg)      # wait_until without a generator
@@ -388,11 +410,17 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
             delivery = _CACC.get(tm) if direct and not end_layer else None
             if delivery is not None and delivery.active and len(out._getters) == 1 \
                     and not out._items and (not env._queue or env._queue[0][0] > env._now):
+                if coarse > 1 and i + 1 < stop and (coarse_operands or
+                                                     not getattr(tm, "flying_operands", False)):
+                    t, i = _coarse_run(p, geom, g, i, min(stop, i + coarse), load, stripe,
+                                       last_pkg, pkg, delivery, credits, tracker)
+                    continue
                 delivery.step(stripe)        # CACC waits and nothing else is due: CaccDelivery
             else:
                 out.put(stripe)
             tracker.busy(last_pkg, last_pkg + pkg)
             t = last_pkg + pkg
+            i += 1
         mac_busy.append((start, t))
         yield from wait_until(env, t)
         if wt.tag:                           # SKIP_WEIGHT_RLS: the next layer may reuse them
@@ -410,6 +438,48 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
     tracker.flush()
     layer["mac_busy"] = mac_busy
     layer["done"].succeed(env.now)
+
+
+def _coarse_run(p, geom: CscGeometry, g: int, i: int, stop: int, load: float, stripe: Seg,
+                now: float, pkg: float, delivery: "CaccDelivery", credits: "DeliveryCredits",
+                tracker) -> tuple[float, int]:
+    """Stripes i..stop-1 of group g as one token to SDP (NVDLA_SIM_COARSE_STRIPES; issue 20).
+
+    Stripe i's credits are taken at `now` (its hand-over).  CSC's packages, its CACC credits and
+    CACC's delivery of each following stripe are computed here with the token path's per-stripe
+    arithmetic, without sleeping: within a group they depend only on CSC's own stripes and
+    CACC's own deliveries.  SDP gets one token spanning their output (first atom of the first,
+    last atom of the last), so SDP and the write DMA book once where they booked per stripe: the
+    write's requests spread evenly over the token rather than stripe by stripe, the one
+    approximation (not exact; docs/performance.md gives the measured deviation).
+    Returns (CSC's next package cycle, the next stripe's index)."""
+    conv = p.conv
+    out = [delivery.book(stripe, now)]
+    tracker.busy(now, now + pkg)
+    t = now + pkg
+    j = i + 1
+    while j < stop:
+        s = geom.stripes[j]
+        pkg = max(s, conv.csc_min_stripe_atoms, load)
+        last_pkg = t + (geom.packages - 1) * pkg
+        atoms = s * geom.atoms_per_slot
+        take = min(atoms, credits.capacity)
+        ready_at = credits.ready(take, last_pkg)
+        if ready_at is None:                 # not booked (cannot happen: each one is booked)
+            break
+        tracker.busy(t, last_pkg)
+        if ready_at > last_pkg:
+            tracker.stall(last_pkg, ready_at, "no CACC credits")
+        now = ready_at
+        credits.take(take)
+        first = now + conv.cmac_cacc_cycles
+        done = atoms * geom.group_atoms[g] if geom.group_atoms else None
+        out.append(delivery.book(Seg(atoms, first, first + s - 1, tag=done), now))
+        tracker.busy(now, now + pkg)
+        t = now + pkg
+        j += 1
+    delivery.out.put(Seg(sum(o.n for o in out), out[0].first, out[-1].last))
+    return t, j
 
 
 def cmac(unit: "Unit", layer: dict) -> Generator:
@@ -508,18 +578,23 @@ class CaccDelivery:
     def step(self, seg: Seg) -> None:
         """Book the stripe's delivery after the previous one (the credit counter needs it at
         once) and hand SDP its atoms."""
-        env, c, free, credits = self.env, self.c, self.free, self.credits
-        now = env._now
+        self.out.put(self.book(seg, self.env._now))
+
+    def book(self, seg: Seg, now: float) -> Seg:
+        """`step` without the hand-over: books the delivery as CACC would take the stripe at
+        `now` and returns SDP's token."""
+        c, free, credits = self.c, self.free, self.credits
         start = max(free, seg.first, now)
         end = max(start + seg.n * c, seg.last + c)
         credits.deliver(end - seg.n * c, c, min(seg.n, credits.capacity))
         read, to_sdp = self.read, self.to_sdp
-        self.out.put(Seg(seg.n if seg.tag is None else seg.tag, start + read + to_sdp,
-                         end - c + read + to_sdp, end=seg.end))
+        token = Seg(seg.n if seg.tag is None else seg.tag, start + read + to_sdp,
+                    end - c + read + to_sdp, end=seg.end)
         self.tracker.stall(max(free, self.waiting), start, "no stripe")  # idle after the last
         self.tracker.busy(start, end, "delivery")
         self.free = end
         self.waiting = now
+        return token
 
 
 _CACC: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator, Iterable
 
-from .tokens import Channel, Ready, Seg, sleep_event, waited, wait_until
+from .tokens import Channel, Ready, Seg, held, sleep_event, waited, wait_until
 
 if TYPE_CHECKING:
     from .model import TimingModel
@@ -69,7 +69,7 @@ def write_stream(tm: "TimingModel", client: str, ram_type: int, inp: Channel,
             sleep = sleep_event(env, tr.port_free)
             if sleep is not None:
                 yield sleep
-        inp.release(seg.n)
+        inp.release(held(inp, seg.n))
         if seg.end:
             break
     yield from wait_until(env, done)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
 from .dma import ReadChunk, read_stream, write_stream
-from .tokens import Ready, Seg, serve, sleep_event, wait_until, waited
+from .tokens import Ready, Seg, held, serve, sleep_event, wait_until, waited
 
 if TYPE_CHECKING:
     from ..units.base import Unit
@@ -173,7 +173,7 @@ def core(unit: "Unit", geom: PdpGeometry) -> Generator:
         sleep = sleep_event(env, end)
         if sleep is not None:
             yield sleep
-        inp.release(seg.n)
+        inp.release(held(inp, seg.n))    # a coarse token holds at most the whole buffer
     tracker.flush()
     done = yield writer
     tm.tracker("PDP_WDMA").flush()

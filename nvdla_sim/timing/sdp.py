@@ -146,6 +146,8 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
     # Flying with per-element operands: each CACC token also needs its operands from SDP_RDMA.
     ops = tm.channel(CH_OPERANDS, p.rates.latency_fifo_atoms) \
         if geom.flying and tm.claim(CH_OPERANDS) else None
+    if geom.flying:      # CSC hands this layer coarse tokens only without operands (timing/conv.py)
+        tm.flying_operands = ops is not None
     have, have_last = 0.0, 0.0
     end = env.now
     room = out.room if out is not None else None
@@ -163,7 +165,9 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
                       seg.tag, seg.end)
         n_out = seg.n if geom.out_ratio == 1 else seg.n * geom.out_ratio
         if room is not None:
-            grant = room.acquire(n_out)
+            # a coarse CSC token (NVDLA_SIM_COARSE_STRIPES) may be wider than the output buffer:
+            # it holds the whole buffer (the consumer releases as much; tokens.held)
+            grant = room.acquire(n_out if n_out <= room.capacity else room.capacity)
             if grant is not GRANTED:
                 yield from waited(env, grant, tracker, f"{out.name} full")
         start, end = serve(env.now, seg, c)

@@ -29,6 +29,29 @@ def token_runs() -> bool:
     return os.environ.get("NVDLA_SIM_TOKEN_RUNS", "1") != "0"
 
 
+def coarse_stripes() -> int:
+    """Most CSC stripes of one kernel group moved to SDP as one token (issue 20, helper
+    "stripes"; compiled networks only; not exact, docs/performance.md).
+    NVDLA_SIM_COARSE_STRIPES=0 (or 1) turns it off (the exact token path); another number sets
+    the most (16 measured; timing/conv.py also keeps a token within one nv_large stripe's MACs
+    and leaves layers with per-element SDP operands on the exact path).  Off by default: within
+    0.5 % per layer on every preset and array variant at 10 GB/s, but 0.76 % on nv_small 64x8
+    at 25.6 GB/s (docs/performance.md)."""
+    v = os.environ.get("NVDLA_SIM_COARSE_STRIPES", "0")
+    try:
+        return max(0, int(v))
+    except ValueError:
+        raise NvdlaSimError(f"NVDLA_SIM_COARSE_STRIPES={v!r}: expected a whole number") from None
+
+
+def held(channel: "Channel", n: float) -> float:
+    """The room a token of `n` units holds in `channel`: at most all of it (a coarse CSC token,
+    NVDLA_SIM_COARSE_STRIPES, may be wider than a core's output buffer; its producer acquired
+    the whole buffer).  `n` itself on every other path."""
+    room = channel.room
+    return n if room is None or n <= room.capacity else room.capacity
+
+
 class Granted:
     """What `Pool.acquire` returns when the credits are granted without an event."""
     __slots__ = ()
