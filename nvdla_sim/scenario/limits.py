@@ -40,31 +40,28 @@ PLANE_BYTES = 8                   # per kernel x channel of a stand-in's plane (
 def plane_elements(network: Network, ops: set[str] | None = None) -> int:
     """Kernels x input channels of the conv / fc layers (of `ops`): the largest form a
     timing-only stand-in takes in the plan (a plane broadcast over the kernel's R x S)."""
-    total = 0
-    for op in network.ops:
-        if ops is not None and op.name not in ops:
-            continue
-        x = network.shapes[op.inputs[0]]
-        if op.kind == "conv":
-            total += op.attrs["out_channels"] * (x.c // op.attrs["groups"])
-        elif op.kind == "fc":
-            total += op.attrs["out_features"] * x.c
-    return total
+    return _kernel_elements(network, ops, window=False)
 
 
 def weight_elements(network: Network, ops: set[str] | None = None) -> int:
     """Elements of the conv / fc kernels of `network` (of the ops named in `ops`, default all),
     without building them."""
+    return _kernel_elements(network, ops, window=True)
+
+
+def _kernel_elements(network: Network, ops: set[str] | None, window: bool) -> int:
+    """Kernels x input channels of the conv / fc ops (of `ops`), times each kernel's window
+    (R x S for a conv, the input's H x W for an fc) when `window`."""
     total = 0
     for op in network.ops:
         if ops is not None and op.name not in ops:
             continue
         x = network.shapes[op.inputs[0]]
         if op.kind == "conv":
-            kh, kw = op.attrs["kernel"]
+            kh, kw = op.attrs["kernel"] if window else (1, 1)
             total += op.attrs["out_channels"] * (x.c // op.attrs["groups"]) * kh * kw
         elif op.kind == "fc":
-            total += op.attrs["out_features"] * x.elements
+            total += op.attrs["out_features"] * (x.elements if window else x.c)
     return total
 
 
