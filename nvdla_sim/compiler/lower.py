@@ -762,17 +762,14 @@ def read_step_outputs(step: Step, lowered: Lowered, engine: Engine,
             _store(per_image[i], lowered.plan, ref, read_output(engine, p))
 
 
-def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
-    """Run a lowered network on one engine, step by step (see the module doc)."""
-    plan = lowered.plan
-    engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz, cvsram_memory=ctx.cvsram,
-                    compute_values=ctx.values, record_transfers=ctx.timeline)
-    follow_progress(engine)                 # nvdla-sim run --progress (progress_hook)
-    from ..report.statistics import StatisticsTap, split_by_layer
-    tap = StatisticsTap(engine) if ctx.values else None     # timing only: nothing is counted
-    n = ctx.batch
+def step_loop(engine: Engine, lowered: Lowered, ctx: LoweringContext, tap):
+    """The step loop of a lowered network on one engine, as a generator: it yields each DLA
+    piece and is sent the piece's RunResult once it ran, so `run_lowered` (engine.run_step) and
+    a DLA core's SimPy process (compiler/multicore.py) drive the same loop.  Returns the layer
+    timings, the checks and each image's tensors."""
+    from ..report.statistics import split_by_layer
+    plan, n = lowered.plan, ctx.batch
     per_image: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
-    outputs = per_image[0]
     if ctx.values:
         for i in range(n):
             _store(per_image[i], plan, plan.ref(plan.network.input_name),
@@ -789,7 +786,7 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
             continue
         before = _bytes(engine)
         piece = _piece(lowered.program, step)
-        result = engine.run_step(piece)
+        result = yield piece
         stats = split_by_layer([layer.kind for layer in step.layers], tap.take()) if tap \
             else [None] * len(step.layers)
         checks += result.checks
@@ -804,12 +801,29 @@ def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
             read_step_outputs(step, lowered, engine, per_image)
     if n > 1:
         timings = _merge_images(timings)
+    return timings, checks, per_image
+
+
+def run_lowered(lowered: Lowered, ctx: LoweringContext) -> PlanResult:
+    """Run a lowered network on one engine, step by step (see the module doc)."""
+    engine = Engine(ctx.hw, ctx.dram, ctx.clock_mhz, cvsram_memory=ctx.cvsram,
+                    compute_values=ctx.values, record_transfers=ctx.timeline)
+    follow_progress(engine)                 # nvdla-sim run --progress (progress_hook)
+    from ..report.statistics import StatisticsTap
+    tap = StatisticsTap(engine) if ctx.values else None     # timing only: nothing is counted
+    loop = step_loop(engine, lowered, ctx, tap)
+    try:
+        piece = next(loop)
+        while True:
+            piece = loop.send(engine.run_step(piece))
+    except StopIteration as done:
+        timings, checks, per_image = done.value
     total = engine.env.now
     run = RunResult(lowered.program.name, checks, total, engine.unit_summary(total),
                     {m.name: m.bytes_by_client for m in (engine.mcif, engine.cvif) if m},
                     engine.timing.cbuf_summary(), engine=engine)
-    return PlanResult(timings, total, outputs if ctx.values else {}, run,
-                      per_image if ctx.values and n > 1 else [], lowered)
+    return PlanResult(timings, total, per_image[0] if ctx.values else {}, run,
+                      per_image if ctx.values and ctx.batch > 1 else [], lowered)
 
 
 def _merge_images(timings: list[LayerTiming]) -> list[LayerTiming]:

@@ -22,7 +22,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-import numpy as np
 import simpy
 
 from ..engine import Engine, RunResult
@@ -31,7 +30,7 @@ from ..errors import NvdlaSimError
 from ..memory import MemoryAccessError
 from ..progress_hook import follow as follow_progress
 from .dla_rules import dla_target
-from .hwlayers import LayerTiming, LoweringContext, PlanResult
+from .hwlayers import LoweringContext, PlanResult
 from .placement import DBB, align_up
 
 CORE_ALIGN_BYTES = 1 << 20          # each core's DRAM region starts on a MiB boundary
@@ -138,53 +137,26 @@ def run_cores(cores: list[tuple[Any, LoweringContext]], share_cvsram: bool) -> l
 
 
 def _core_steps(run: CoreRun, engine: Engine, lowered, ctx: LoweringContext, tap):
-    """Process: one core's step loop (lower.run_lowered's, each piece awaited on the shared
-    environment instead of running it)."""
-    from ..report.statistics import split_by_layer
-    from .lower import _busy, _bytes, _merge_images, _piece, _run_gpu, _store, \
-        read_step_outputs, step_timings
-    env, plan, n = engine.env, lowered.plan, ctx.batch
-    per_image: list[dict[str, np.ndarray]] = [{} for _ in range(n)]
-    if ctx.values:
-        for i in range(n):
-            _store(per_image[i], plan, plan.ref(plan.network.input_name),
-                   ctx.input_int8 if n == 1 else ctx.input_int8[i])
-    timings: list[LayerTiming] = []
-    checks = []
-    seen_spans = 0
-    for step in lowered.steps:
-        t0 = env.now
-        if step.gpu:
-            if ctx.values:
-                _run_gpu(step, plan, ctx, engine, per_image[step.images[0]])
-            timings += [LayerTiming(layer.name, t0, t0) for layer in step.layers]
-            continue
-        before = _bytes(engine)
-        piece = _piece(lowered.program, step)
-        result = RunResult(piece.name)
-        yield engine.start(piece, result)
-        engine.finish(result, summarize=False)
-        stats = split_by_layer([layer.kind for layer in step.layers], tap.take()) if tap \
-            else [None] * len(step.layers)
-        checks += result.checks
-        t1 = env.now
-        after = _bytes(engine)
-        moved = {k: after[k] - before[k] for k in after}
-        spans = engine.activity.spans
-        busy = _busy(spans[seen_spans:], t0, t1)
-        seen_spans = len(spans)
-        timings += step_timings(step, piece, engine, plan, t0, t1, moved, busy, stats)
-        if ctx.values:
-            read_step_outputs(step, lowered, engine, per_image)
-    if n > 1:
-        timings = _merge_images(timings)
-    total = env.now
+    """Process: one core's step loop (lower.step_loop, each piece awaited on the shared
+    environment instead of run to its end)."""
+    from .lower import step_loop
+    loop = step_loop(engine, lowered, ctx, tap)
+    try:
+        piece = next(loop)
+        while True:
+            result = RunResult(piece.name)
+            yield engine.start(piece, result)
+            engine.finish(result, summarize=False)
+            piece = loop.send(result)
+    except StopIteration as done:
+        timings, checks, per_image = done.value
+    total = engine.env.now
     mine = [m for m in (engine.mcif, engine.cvif) if m]
     engine_result = RunResult(lowered.program.name, checks, total, engine.unit_summary(total),
                               {m.name: m.bytes_by_client for m in mine},
                               engine.timing.cbuf_summary(), engine=engine)
     run.result = PlanResult(timings, total, per_image[0] if ctx.values else {}, engine_result,
-                            per_image if ctx.values and n > 1 else [],
+                            per_image if ctx.values and ctx.batch > 1 else [],
                             None if lowered.images else lowered)
 
 
@@ -275,8 +247,7 @@ def run_scenario_cores(prep, lowered, ctx: LoweringContext) -> tuple[PlanResult,
     core 1 the same network on a second image (the input seed + 1; a .npy input: the same image)
     or `second_network` (its weights the model's or seeded, a seeded input). Returns core 0's
     result (the per-layer report) and the report's `cores` section."""
-    from ..scenario.runner import batch_values, context, output_sqnr_db, prepare, scn_of
-    from ..scenario.schema import InputSpec, WeightsSpec
+    from ..scenario.runner import batch_values, context, output_sqnr_db
     from .lower import lower
     scn = prep.scenario
     spec = scn.input
@@ -284,17 +255,7 @@ def run_scenario_cores(prep, lowered, ctx: LoweringContext) -> tuple[PlanResult,
     if scn.second_network is None:
         prep1 = _second_image(prep, second_input)
     else:
-        scn1 = replace(scn_of(prep), network=scn.second_network, path=None, layer_precision={},
-                       weights=WeightsSpec("model", seed=scn.weights.seed),
-                       input=InputSpec("random", seed=spec.seed + 1,
-                                       distribution=spec.distribution),
-                       dla_cores=1, second_network=None, input_format="auto",
-                       output_format="auto")
-        try:
-            prep1 = prepare(scn1)
-        except NvdlaSimError as exc:
-            where = f"{scn.path}: " if scn.path else ""
-            raise NvdlaSimError(f"{where}second_network: {exc}") from None
+        prep1 = prepare_second(prep)
     ctx1 = context(prep1)
     lowered1 = lower(prep1.plan, ctx1, dbb_base=next_dram_base(lowered))
     target = dla_target(scn.hardware)
@@ -309,6 +270,25 @@ def run_scenario_cores(prep, lowered, ctx: LoweringContext) -> tuple[PlanResult,
                 for p, r in zip((prep, prep1), runs)]
     report = cores_report(runs, scn.clock_mhz, sram_shared, sqnr)
     return runs[0].result, report.to_json()
+
+
+def prepare_second(prep):
+    """`second_network` prepared as core 1 runs it (its weights the model's or seeded, a seeded
+    input); `compile` calls it too, so it refuses what `run` would.  Errors name the field."""
+    from ..scenario.runner import prepare, scn_of
+    from ..scenario.schema import InputSpec, WeightsSpec
+    scn = prep.scenario
+    spec = scn.input
+    scn1 = replace(scn_of(prep), network=scn.second_network, path=None, layer_precision={},
+                   weights=WeightsSpec("model", seed=scn.weights.seed),
+                   input=InputSpec("random", seed=spec.seed + 1, distribution=spec.distribution),
+                   dla_cores=1, second_network=None, input_format="auto", output_format="auto")
+    try:
+        return prepare(scn1)
+    except NvdlaSimError as exc:
+        msg = str(exc)                  # the network's own field path, as second_network's
+        msg = msg[len("network"):] if msg.startswith("network.") else ": " + msg
+        raise NvdlaSimError(f"second_network{msg}") from None
 
 
 def _second_image(prep, input_spec):
