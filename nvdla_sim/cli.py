@@ -293,6 +293,8 @@ def cmd_compile(args) -> int:
     if args.emit_cfg and not vp:
         scn.mode = "values+timing"      # memory images and CRCs need the INT8 values
     prep = prepare(scn)
+    if not args.emit_cfg:          # (emitting lowers: the same checks)
+        _check_as_run(prep, scn)
     print(prep.plan.describe())
     gating = _clock_gating_note(prep.plan, scn.hardware, bool(args.emit_cfg))
     if gating:
@@ -308,6 +310,22 @@ def cmd_compile(args) -> int:
                                   scn.memory.dram, args.emit_format)
         print(emit_summary(path, result, replay_options(scn.hardware, Path(path).parent)))
     return 0
+
+
+def _check_as_run(prep, scn) -> None:
+    """What `run` refuses after prepare, refused by `compile` too: tensor placement (I/O format
+    rules, buffers that do not fit; a lowering without images of a copy of the plan, so its
+    notes stay out of the printed plan) and the second core's network."""
+    import copy
+    from .compiler.lower import lower
+    from .compiler.multicore import prepare_second
+    from .scenario.runner import context
+    try:
+        lower(copy.deepcopy(prep.plan), context(prep), images=False)
+        if scn.second_network is not None:
+            prepare_second(prep)
+    except NvdlaSimError as exc:
+        raise type(exc)(f"{scn.path}: {exc}") from None
 
 
 def _clock_gating_note(plan, hw, emitting: bool) -> str | None:

@@ -101,6 +101,8 @@ HOSTILE = [
      "network: lenet5\n", ["precision.layers.conv1"]),
     ("hardware: orin_dla\nprecision: {default: [], layers: {}}\nnetwork: lenet5\n",
      ["precision.default"]),
+    ("hardware: orin_dla\nprecision: {default: [int8, fp16], layers: {nope: fp16}}\n"
+     "network: lenet5\n", ["precision.layers.nope", "no layer 'nope'"]),
     ("hardware: orin_dla\nsparse_weights: 'true'\nnetwork: lenet5\n", ["sparse_weights", "true or false"]),
     ("hardware: orin_dla\nsparse_weights: 1\nnetwork: lenet5\n", ["sparse_weights"]),
     ("hardware: xavier_dla\nsparse_weights: true\nnetwork: lenet5\n",
@@ -175,10 +177,29 @@ def test_hostile_dla_scenario_is_one_line(tmp_path, text, needles):
     path = scenario_file(tmp_path, "mode: timing\n" + text)
     rc, out, err = run_cli(["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"])
     assert_one_line_error(rc, err, str(path), *needles)
-    if any(n.startswith("io.") for n in needles):        # found while lowering: not yet by compile
-        return
     rc, out, err = run_cli(["compile", str(path)])       # compile rejects what run rejects
     assert_one_line_error(rc, err, str(path))
+
+
+def test_broken_onnx_second_network_is_one_line(tmp_path):
+    """A second network from an ONNX file the importer refuses: `run` and `compile` both name
+    the field and the node (compile prepares the second core's network too)."""
+    onnx = pytest.importorskip("onnx", reason="the optional 'onnx' package is not installed")
+    import numpy as np
+    from onnx import TensorProto, helper, numpy_helper
+    g = helper.make_graph([helper.make_node("Div", ["x", "k"], ["y"], name="n0")], "m",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(np.array(np.nan, np.float32), "k")])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)]),
+              str(tmp_path / "bad.onnx"))
+    path = scenario_file(tmp_path, "mode: timing\n" + SECOND % "{onnx: bad.onnx}")
+    for argv in (["run", str(path), "--out", str(tmp_path / "out"), "--no-progress"],
+                 ["compile", str(path)]):
+        rc, out, err = run_cli(argv)
+        assert_one_line_error(rc, err, str(path), "second_network.onnx",
+                              "node 'n0' (Div): its constant holds NaN")
+        assert err.count(str(path)) == 1, err
 
 
 # -- seeded mutations of a scenario using every new surface ---------------------------------

@@ -62,6 +62,12 @@ HOSTILE = [
     ({"D_MISC_CFG": 0x300}, "RBK.D_MISC_CFG.IN_PRECISION=3"),
     ({"D_MISC_CFG": 0x1}, "RUBIK_MODE=SPLIT"),
     ({"D_MISC_CFG": 0x3}, "RUBIK_MODE=3"),
+    ({"D_DAIN_ADDR_HIGH": 0xffffffff}, "RBK"),                # reads past the 40-bit DRAM
+    ({"D_DAOUT_ADDR_LOW": 0xffffffe0, "D_DAOUT_ADDR_HIGH": 0xff}, "RBK"),
+    ({"D_DAOUT_RAM_TYPE": 0}, "RBK"),                         # DRAM address in CVSRAM
+    ({"D_DAIN_RAM_TYPE": 0}, "RBK"),
+    ({"D_CONTRACT_STRIDE_0": 0xffffffe0}, "RBK"),             # the blocks far past the source
+    ({"D_DAOUT_SURF_STRIDE": 0x7fffffe0, "D_DATAOUT_SIZE_1": 0x1fff}, "RBK"),
     ({"S_POINTER": 1}, "never raised"),                       # programmed in the idle group
 ]
 
@@ -110,6 +116,19 @@ def test_mutated_rubik_registers_run_or_fail_cleanly():
     assert ok > 10 and refused > 10, (ok, refused)
 
 
+def test_out_of_memory_contract_is_refused_in_both_modes_alike():
+    """The same contract reads past DRAM: values and timing-only runs agree (the timing-only run
+    moves no data, so the check has to look at the addresses)."""
+    program, *_ = contract_program()
+    bad = with_registers(program, {"D_DAIN_ADDR_HIGH": 0x1})
+    messages = []
+    for values in (True, False):
+        with pytest.raises(NvdlaSimError) as exc:
+            Engine(HW, compute_values=values).run(bad)
+        messages.append(str(exc.value))
+    assert all("D_DAIN_ADDR" in m and "outside pri_mem" in m for m in messages), messages
+
+
 def test_a_valid_stride_change_moves_the_atoms():
     """Stride 2x3 vs 3x2 on the same 6 phase blocks: the same bytes, other places."""
     outs = []
@@ -123,3 +142,41 @@ def test_a_valid_stride_change_moves_the_atoms():
     assert a.shape == b.shape or a.size == b.size
     assert sorted(a.reshape(-1).tolist()) == sorted(b.reshape(-1).tolist())
     assert not np.array_equal(a.reshape(-1), b.reshape(-1))
+
+
+def test_rubik_registers_in_a_replayed_trace(tmp_path):
+    """The same through the command line: a deconvolution compiled to an nv_full trace
+    (`compile --emit-cfg`, RUBIK CONTRACT in it) replays; with one RBK register changed, the
+    replay stops with one line naming RUBIK and a non-zero exit."""
+    import contextlib
+    import io
+    import re
+
+    from nvdla_sim.cli import main
+
+    def cli(argv):
+        err = io.StringIO()
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+            rc = main(argv)
+        return rc, err.getvalue()
+
+    scn = tmp_path / "dcv.yaml"
+    scn.write_text("name: dcv\nhardware: nv_full\nmode: values+timing\noutputs: {plots: false}\n"
+                   "network: {input: [8, 4, 4], layers: [{name: d, type: deconv, out_channels: 8, "
+                   "kernel: 2, stride: 2}]}\n")
+    rc, err = cli(["compile", str(scn), "--emit-cfg", str(tmp_path / "emit")])
+    assert rc == 0, err
+    folder = tmp_path / "emit" / "dcv"
+    txn = folder / "input.txn"
+    text = txn.read_text()
+    assert "#NVDLA_RBK.D_MISC_CFG_0" in text
+    replay = ["replay", str(folder), "--project", "nv_full", "--quiet", "--no-progress"]
+    assert cli(replay) == (0, "")
+    for reg, value, needle in (("D_MISC_CFG", 0x1, "RUBIK_MODE=SPLIT"),
+                               ("D_MISC_CFG", 0x300, "IN_PRECISION=3"),
+                               ("D_DAIN_ADDR_HIGH", 0xff, "D_DAIN_ADDR")):
+        txn.write_text(re.sub(rf"(write_reg 0x[0-9a-f]+ )0x[0-9a-f]+( #NVDLA_RBK\.{reg}_0)",
+                              rf"\g<1>{value:#x}\g<2>", text))
+        rc, err = cli(replay)
+        lines = err.splitlines()
+        assert rc != 0 and len(lines) == 1 and needle in lines[0], err

@@ -28,6 +28,7 @@ from typing import Callable
 
 from ..config import HardwareConfig
 from ..datatype import INT8, DataType
+from ..errors import NvdlaSimError
 from .network import EXT_KINDS, Network, Op
 
 MAX_DIM = 8192                  # every non-batch dimension (13-bit width/height/channel fields)
@@ -438,6 +439,11 @@ def resolve_precisions(net: Network, on_dla: Callable[[str], bool],
     upgrades (UPGRADES) or given fp16 in `overrides` runs in FP16, every other DLA op in INT8 (or
     its override): one register program, with SDP reformat passes where the precision changes
     (compiler/reformat.py).  `dtype` is the program's base precision (INT8)."""
+    names = {op.name for op in net.ops}
+    for name in overrides:                 # (assign_precisions says so for a single type)
+        if name not in names:
+            raise NvdlaSimError(f"precision.layers.{name}: no layer '{name}' in network "
+                                f"'{net.name}'")
     per_layer = {}
     for op in net.ops:
         if not on_dla(op.name):

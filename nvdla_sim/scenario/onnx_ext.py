@@ -116,7 +116,7 @@ def reduce(imp, node, how: str, a: dict, ins: list[str], out: str) -> None:
             return
         axes = list(range(1, rank))
     axes = sorted({int(v) + rank if int(v) < 0 else int(v) for v in np.asarray(axes).reshape(-1)})
-    if 0 in axes or max(axes) >= rank:
+    if min(axes) < 1 or max(axes) >= rank:
         raise imp.fail(node, f"reduce over axes {axes} of a rank-{rank} tensor (the batch axis "
                              "cannot be reduced)")
     names = "chw" if rank == 4 else "c"

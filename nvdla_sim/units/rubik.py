@@ -115,6 +115,8 @@ class Rubik(Unit):
             raise self.unsupported(f"RUBIK_MODE={RUBIK_MODES.get(mode, mode)}: only CONTRACT "
                                    "(deconvolution) is modelled")
         c = decode_contract(view)
+        from .checks import check_rubik
+        check_rubik(self, c)        # before any data moves, in timing-only runs too
         if self.engine.compute_values:
             contract_values(self.engine.memory, c)
         from ..timing.rubik import contract_timing
