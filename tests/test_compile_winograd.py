@@ -156,7 +156,8 @@ def test_winograd_runs_fewer_mac_cycles_than_direct(tmp_path):
 
 def test_what_auto_leaves_direct():
     """Image input, 1x1 and 3x3 stride-2 kernels (no fewer MACs), a fused pool, an element-wise
-    operand: direct, with the reason noted; 5x5 stride 2 is Winograd after channel extension."""
+    operand: direct, with the reason noted; 5x5 stride 2 is Winograd after channel extension in
+    INT16, direct in INT8."""
     layers = [
         {"type": "conv", "name": "img", "out_channels": 8, "kernel": 3, "pad": 1, "relu": True},
         {"type": "conv", "name": "s2", "out_channels": 16, "kernel": 3, "stride": 2, "pad": 1},
@@ -166,17 +167,21 @@ def test_what_auto_leaves_direct():
         {"type": "add", "name": "sum", "input": ["c3", "one"]},
         {"type": "conv", "name": "p3", "out_channels": 16, "kernel": 3, "pad": 1},
         {"type": "pool", "name": "pool", "kernel": 2}]
-    prep = prepare(scenario(layers, "int8", (3, 16, 16), mode="timing", winograd="auto",
-                            memory={"dram_gbps": 1000}))        # MAC-bound: auto takes Winograd
-    lowered = lower(prep.plan, context(prep))
-    notes = {name: " ".join(n) for name, n in lowered.notes.items()}
-    for name in ("img", "s2", "one"):           # not Winograd shapes: no note either
-        assert "Winograd" not in notes.get(name, "")
-        assert "winograd" not in prep.plan.layers[[x.name for x in prep.plan.layers].index(name)
-                                                  ].lowering
-    assert "Winograd (" in notes["k5"]
-    assert "direct (Winograd: per-element SDP operand)" in notes["c3"]
-    assert "direct (Winograd: feeds a PDP on the fly)" in notes["p3"]
+    for precision in ("int8", "int16"):
+        prep = prepare(scenario(layers, precision, (3, 16, 16), mode="timing", winograd="auto",
+                                memory={"dram_gbps": 1000}))    # MAC-bound: auto takes Winograd
+        lowered = lower(prep.plan, context(prep))
+        notes = {name: " ".join(n) for name, n in lowered.notes.items()}
+        # not Winograd shapes: no note either (INT8: the 3-channel input is an image)
+        for name in ("img", "s2", "one") if precision == "int8" else ("s2", "one"):
+            assert "Winograd" not in notes.get(name, "")
+            assert "winograd" not in prep.plan.layers[[x.name for x in prep.plan.layers]
+                                                      .index(name)].lowering
+        # INT8 stays direct in auto (the PRA's precision: test_winograd_accuracy.py)
+        assert ("Winograd (" if precision == "int16" else
+                "direct (Winograd: INT8: the CSC pre-addition") in notes["k5"]
+        assert "direct (Winograd: per-element SDP operand)" in notes["c3"]
+        assert "direct (Winograd: feeds a PDP on the fly)" in notes["p3"]
 
 
 def test_winograd_values_equal_with_and_without_a_kernel_group_split(tmp_path):
@@ -210,11 +215,12 @@ def test_auto_is_refused_where_the_preset_has_no_winograd():
 
 def test_auto_keeps_memory_bound_layers_direct():
     """Small layers at 10 GB/s: Winograd's 16/9 weight bytes cost more than its MAC cycles save;
-    auto keeps them direct (noted), on runs them in Winograd, and the measured cycles agree."""
+    auto keeps them direct (noted), on runs them in Winograd, and the measured cycles agree (INT16:
+    auto keeps INT8 layers direct in any case)."""
     layers = [{"type": "conv", "name": "c", "out_channels": 64, "kernel": 3, "pad": 1}]
     cycles = {}
     for mode in ("auto", "on", "off"):
-        scn = scenario(layers, "int8", (64, 16, 16), winograd=mode, mode="timing")
+        scn = scenario(layers, "int16", (64, 16, 16), winograd=mode, mode="timing")
         prep = prepare(scn)
         lowered = lower(prep.plan, context(prep))
         assert ("winograd" in prep.plan.layers[0].lowering) == (mode == "on")

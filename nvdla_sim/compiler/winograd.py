@@ -8,9 +8,10 @@ R*S per output for direct convolution.  A layer can run so when that is fewer pr
 (R*S > 4*sx*sy: 3x3 stride 1 needs 2.25x fewer MAC cycles), on feature input (not an image)
 without dilation, when its SDP takes no per-element operand (it would see the padded cube) and the
 whole extended input and a kernel group of weights fit CBUF (no partial-height split).  `on` runs
-every such layer (a PDP it fed on the fly then reads its output from DRAM); `auto` only those
-whose roofline estimate (`roofline_cycles`: MAC cycles against DRAM bytes, the Winograd weights
-being 16/9 of the direct ones and the output padded) is lower than the direct one's, and never
+every such layer (a PDP it fed on the fly then reads its output from DRAM); `auto` only INT16 and
+FP16 ones (INT8 loses ~6-23 dB SQNR in the PRA: `INT8_AUTO_REASON`) whose roofline estimate
+(`roofline_cycles`: MAC cycles against DRAM bytes, the Winograd weights being 16/9 of the direct
+ones and the output padded) is lower than the direct one's, and never
 one feeding a PDP on the fly.  The hardware computes whole 4x4 output blocks, so the output is
 padded to multiples of 4 in the memory the SDP writes (`padded_output`); consumers read the real
 width and height with the padded strides.
@@ -48,6 +49,14 @@ MODES = ("auto", "on", "off")
 # they never saturate; INT8 drops 1 (a 3x3 INT8 layer measured 28.8 dB at 1, 27.5 at 2, 14.7 at 0:
 # the bit lost costs less than the saturation it avoids)
 PRA_TRUNCATE = {1: 1, 2: 2}
+# `auto` keeps INT8 layers direct: the PRA writes each tile sum of four INT8 values (10 bits) back
+# as INT8, so it either drops a bit or saturates.  Measured (tests/test_winograd_accuracy.py, a 3x3
+# layer after another, 16 channels): zero-centred input 28.7 dB against 34.7 direct; a sigmoid's
+# output (codes 0..127, the constant part summed into one tile position, 4x its value) 15.7
+# against 38.6; PRA_TRUNCATE 2 gives 32.0 there but 25.6 on zero-centred input.  `on` still runs
+# them.  INT16 (PRA_TRUNCATE 2, 16 of 18 bits) stays above 72 dB and keeps `auto`.
+INT8_AUTO_REASON = ("INT8: the CSC pre-addition rounds each 10-bit tile sum to 8 bits or "
+                    "saturates it (~6 dB SQNR on zero-centred input, ~23 dB on a sigmoid's output)")
 MAX_WEIGHT_SCALE = 64.0                # per-kernel transformed-weight scale cap (near-zero kernels)
 INT16_MAX = 32767                      # SDP X1 operands are int16
 
@@ -302,6 +311,8 @@ def choose_conv_features(plan, ctx, image_root: str | None, fused: set[str]) -> 
                     why = "per-element SDP operand"
                 elif layer.output is not None and getattr(layer.output, "window", None):
                     why = "writes a window of its buffer (whole 4x4 blocks would spill over)"
+                elif ctx.winograd == "auto" and dtype.bytes == 1 and not dtype.is_float:
+                    why = INT8_AUTO_REASON
                 else:
                     wconv, why = plan_winograd(hw, conv, c.in_h, c.in_w, c.out_h, c.out_w)
                 if wconv is not None:
