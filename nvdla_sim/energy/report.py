@@ -13,6 +13,7 @@ from __future__ import annotations
 from .accounting import RunEnergy, layer_dtype, run_energy
 from .cacti import CactiUnavailable
 from .model import COMPONENTS, build_model
+from ..report.numbers import fixed_or_significant
 
 
 def energy_of(prep, result) -> RunEnergy:
@@ -70,10 +71,11 @@ def console_lines(rep) -> list[str]:
     parts = ", ".join(f"{k} {100 * share[k]:.0f}%" for k in COMPONENTS if share.get(k, 0) >= 0.005)
     batch = getattr(rep, "batch", 1)
     per = "per inference" if batch == 1 else \
-        f"for the batch of {batch} ({rep.energy_mj / batch:.3f} mJ per image)"
-    lines = [f"energy: {rep.energy_mj:.3f} mJ {per} ({parts}); "
+        f"for the batch of {batch} ({fixed_or_significant(rep.energy_mj / batch)} mJ per image)"
+    mj = fixed_or_significant(rep.energy_mj)
+    lines = [f"energy: {mj} mJ {per} ({parts}); "
              f"{e['pj_per_mac']:.2f} pJ/MAC" if e.get("pj_per_mac") else
-             f"energy: {rep.energy_mj:.3f} mJ {per} ({parts})"]
+             f"energy: {mj} mJ {per} ({parts})"]
     power = f"power: {rep.avg_power_mw:.0f} mW average" if rep.avg_power_mw else "power: -"
     power += f", {rep.peak_power_mw:.0f} mW peak (1 us)"
     if rep.tops_per_w:

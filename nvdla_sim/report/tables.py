@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..compiler.hwlayers import HwPlan, LayerTiming, PlanResult
 from ..scenario.reference import sqnr_db
+from .numbers import BYTES, MACS, fixed_or_significant, scaled
 
 # The NVDLA performance estimator's DRAM-only totals (2048 MACs, 1 GHz, 10 GB/s, no CVSRAM).
 ESTIMATOR_MS = {"resnet50": 7.11, "googlenet": 1.222, "alexnet": 0.895}
@@ -261,15 +262,16 @@ def format_console(rep: Report) -> str:
             + (f"  {r.note}" if r.note else ""))
     lines.append("-" * len(cols))
     gpu = sum(r.device == "GPU" for r in rep.rows)
-    total = f"total: {rep.total_macs / 1e9:.3f} GMAC on the DLA"
+    total = f"total: {scaled(rep.total_macs, MACS)} on the DLA"
     if rep.total_cycles == 0:
         total += ", no hardware layer ran on the DLA"
     elif rep.total_cycles is not None:
-        total += (f", {rep.total_cycles:.0f} cycles = {rep.ms:.3f} ms at {rep.clock_mhz:g} MHz "
+        total += (f", {rep.total_cycles:.0f} cycles = {fixed_or_significant(rep.ms)} ms at "
+                  f"{rep.clock_mhz:g} MHz "
                   + (f"= {rep.fps:.1f} fps" if rep.batch == 1 else
                      f"for a batch of {rep.batch} = {rep.fps:.1f} images/s"))
         if rep.total_dram_bytes is not None:
-            total += f", DRAM {rep.total_dram_bytes / 2**20:.1f} MiB"
+            total += f", DRAM {scaled(rep.total_dram_bytes, BYTES, 1)}"
     if gpu:
         total += f" ({gpu} GPU-fallback layer{'s' if gpu > 1 else ''} not in DLA time)"
     lines.append(total)

@@ -233,7 +233,10 @@ def run_reference(network: Network, weights: Weights, x: np.ndarray) -> dict[str
                             f"{(s.c, s.h, s.w)} (C, H, W)")
     values = {network.input_name: np.ascontiguousarray(x, np.float32)}
     for op in network.ops:
-        y = run_op(op, [values[i] for i in op.inputs], weights)
+        # a value beyond float32 is refused later with the layer named (quantisation, LUT
+        # fitting); numpy's warnings would only print lines before that one-line error
+        with np.errstate(over="ignore", invalid="ignore"):
+            y = run_op(op, [values[i] for i in op.inputs], weights)
         want = network.shapes[op.name]
         if y.shape != (want.c, want.h, want.w):
             raise NvdlaSimError(f"layer '{op.name}': reference produced {y.shape}, shape inference "
