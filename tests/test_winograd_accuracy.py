@@ -6,13 +6,15 @@ part lands in one position, four times its value, so a sigmoid's output (codes 0
 saturates there at PRA_TRUNCATE 1; zero-centred inputs saturate rarely but lose the bit dropped.
 This is the hardware's arithmetic (the units match the C model: tests/test_winograd.py), so
 `winograd: auto` keeps INT8 layers direct (compiler/winograd.INT8_AUTO_REASON); `on` still runs
-them.  Every figure is the SQNR of the last layer against the float64/float32 reference."""
+them, with PRA_TRUNCATE 2 where a sigmoid or tanh wrote the input.  Every figure is the SQNR
+of the last layer against the float32 reference."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 import yaml
 
+from nvdla_sim.compiler import winograd
 from nvdla_sim.compiler.lower import lower, run_lowered
 from nvdla_sim.scenario.reference import sqnr_db
 from nvdla_sim.scenario.runner import context, dla_tensors, prepare
@@ -30,6 +32,8 @@ GRAPHS = {
     # d reads a sigmoid's output: all positive, a large common offset
     "sigmoid": [conv("c", "data"), {"name": "r", "type": "sigmoid", "input": "c"},
                 conv("d", "r")],
+    # d reads tanh's output: dense codes of both signs
+    "tanh": [conv("c", "data"), {"name": "r", "type": "tanh", "input": "c"}, conv("d", "r")],
     # d reads a linear convolution's output: zero-centred
     "centred": [conv("c", "data"), conv("r", "c"), conv("d", "r")],
 }
@@ -65,23 +69,31 @@ def pra_saturated_share(codes: np.ndarray, truncate: int) -> float:
 
 
 @pytest.mark.parametrize("graph", sorted(GRAPHS))
-def test_winograd_on_against_direct_and_auto_keeps_int8_direct(tmp_path, graph):
+def test_winograd_on_against_direct_and_auto_keeps_int8_direct(tmp_path, graph, monkeypatch):
     layers = GRAPHS[graph]
     prep, _, got_off, off_db = run(tmp_path, layers, "off")
-    _, _, _, on_db = run(tmp_path, layers, "on")
+    _, lowered_on, _, on_db = run(tmp_path, layers, "on")
     # a fast memory: the roofline estimate alone would choose Winograd
     _, lowered, got_auto, auto_db = run(tmp_path, layers, "auto", memory={"dram_gbps": 1000})
     codes = np.rint(got_off["r"] / prep.plan.tensors["r"].scale)
     share = pra_saturated_share(codes, 1)
+    assert pra_saturated_share(codes, 2) == 0.0          # |4 sums| <= 512: never at 2
     assert off_db > 33.0, off_db
-    if graph == "sigmoid":
-        # the offset input saturates the PRA: measured 15.7 dB against 38.6 direct
-        assert codes.min() >= 0 and codes.mean() > 40
+    note = " ".join(lowered_on.notes["d"])
+    if graph in ("sigmoid", "tanh"):
+        # the dense range saturates the PRA at 1; `on` takes PRA_TRUNCATE 2 for them
         assert share > 0.02, share
-        assert on_db < off_db - 15.0, (on_db, off_db)
+        assert "Winograd (PRA_TRUNCATE 2" in note
+        assert off_db - 7.0 < on_db < off_db, (on_db, off_db)
+        # ... which PRA_TRUNCATE 1 would cost: 15.7 dB (sigmoid), 11.0 (tanh)
+        monkeypatch.setattr(winograd, "INT8_DENSE_PRA_TRUNCATE", 1)
+        _, lowered_t1, _, t1_db = run(tmp_path, layers, "on")
+        assert "Winograd (PRA_TRUNCATE 1" in " ".join(lowered_t1.notes["d"])
+        assert t1_db < off_db - 15.0, (t1_db, off_db)
     else:
         # no saturation to speak of, the dropped bit still costs: 28.7 against 34.7
         assert share < 0.002, share
+        assert "Winograd (PRA_TRUNCATE 1" in note
         assert off_db - 9.0 < on_db < off_db - 3.0, (on_db, off_db)
     # auto keeps the INT8 layer direct, says why, and gives the direct values bit for bit
     assert "direct (Winograd: INT8: the CSC pre-addition" in " ".join(lowered.notes["d"])

@@ -20,12 +20,12 @@ Integer arithmetic (precision-preservation document): each kernel's quantised we
 transformed to scale_k * G g G^T (`formats.pack_winograd_weights`), scale_k the multiple of 2^-8
 that fills the type's range (a 3x3 kernel's transform reaches up to 2.25x its largest weight, so
 a fixed power-of-two scale would waste up to 2 bits; measured +3.5 dB in INT8), the CSC pre-adds
-the input tiles (B^T d B) and drops PRA_TRUNCATE bits (INT8 1, INT16 2, so a tile's sums of four
-values rarely / never saturate), so the accumulator holds scale_k / 2^PRA_TRUNCATE times the
-direct one.  CACC CLIP_TRUNCATE drops what it can of that (t - PRA_TRUNCATE, at least 0) and the
-SDP X1 stage multiplies the rest back per kernel (`_sdp_rescale`: its MUL operand times the
-factor, the bias operand divided by it).  FP16: scale 1, no truncation (the document's bound CC
-Winograd).
+the input tiles (B^T d B) and drops PRA_TRUNCATE bits (INT8 1, or 2 after a sigmoid / tanh; INT16
+2, so a tile's sums of four values rarely / never saturate), so the accumulator holds
+scale_k / 2^PRA_TRUNCATE times the direct one.  CACC CLIP_TRUNCATE drops what it can of that
+(t - PRA_TRUNCATE, at least 0) and the SDP X1 stage multiplies the rest back per kernel
+(`_sdp_rescale`: its MUL operand times the factor, the bias operand divided by it).  FP16: scale 1,
+no truncation (the document's bound CC Winograd).
 
 Weight compression (`weight_compression: auto`): a layer's weights are compressed when the
 compressed surface, the WMB bit masks and the WGS sizes (128-byte surfaces each) take fewer bytes
@@ -53,8 +53,13 @@ PRA_TRUNCATE = {1: 1, 2: 2}
 # as INT8, so it either drops a bit or saturates.  Measured (tests/test_winograd_accuracy.py, a 3x3
 # layer after another, 16 channels): zero-centred input 28.7 dB against 34.7 direct; a sigmoid's
 # output (codes 0..127, the constant part summed into one tile position, 4x its value) 15.7
-# against 38.6; PRA_TRUNCATE 2 gives 32.0 there but 25.6 on zero-centred input.  `on` still runs
+# against 38.6; PRA_TRUNCATE 2 gives 32.9 there but 25.6 on zero-centred input.  `on` still runs
 # them.  INT16 (PRA_TRUNCATE 2, 16 of 18 bits) stays above 72 dB and keeps `auto`.
+# INT8 inputs a sigmoid or tanh wrote: codes fill the range densely (not set by rare peaks), so
+# PRA_TRUNCATE 1 saturates; 2 never does (measured with `on`: 32.9 dB against 15.7 after a
+# sigmoid, 29.2 against 11.0 after tanh; zero-centred inputs keep 1: 28.7 against 25.6)
+DENSE_RANGE_ACTIVATIONS = ("sigmoid", "tanh")
+INT8_DENSE_PRA_TRUNCATE = 2
 INT8_AUTO_REASON = ("INT8: the CSC pre-addition rounds each 10-bit tile sum to 8 bits or "
                     "saturates it (~6 dB SQNR on zero-centred input, ~23 dB on a sigmoid's output)")
 MAX_WEIGHT_SCALE = 64.0                # per-kernel transformed-weight scale cap (near-zero kernels)
@@ -127,9 +132,11 @@ def _sdp_rescale(sdp, factor: np.ndarray):
     return replace(sdp, x1=replace(x1, **parts))
 
 
-def plan_winograd(hw: HardwareConfig, layer, in_h: int, in_w: int, out_h: int, out_w: int):
+def plan_winograd(hw: HardwareConfig, layer, in_h: int, in_w: int, out_h: int, out_w: int,
+                  pra_truncate: int | None = None):
     """(the ConvLayer in Winograd mode, None) or (None, the reason it cannot run so).  `layer` is
-    an emit_conv.ConvLayer of feature input (in_h x in_w) giving out_h x out_w outputs."""
+    an emit_conv.ConvLayer of feature input (in_h x in_w) giving out_h x out_w outputs;
+    `pra_truncate` replaces the integer type's PRA_TRUNCATE."""
     dtype = layer.dtype
     weights = np.asarray(layer.weights)
     k, c, r, s = weights.shape
@@ -156,7 +163,7 @@ def plan_winograd(hw: HardwareConfig, layer, in_h: int, in_w: int, out_h: int, o
             w3.astype(np.float64), dtype, (sy, sx)))
         peak = np.abs(u).reshape(k, -1).max(axis=1)
         scale = np.floor(np.minimum(q / np.maximum(peak, 1e-30), MAX_WEIGHT_SCALE) * 256) / 256
-        pra = PRA_TRUNCATE[dtype.bytes]
+        pra = PRA_TRUNCATE[dtype.bytes] if pra_truncate is None else pra_truncate
         clip = max(0, layer.clip_truncate - pra)
         # the CACC output is 2^(t - pra - clip) x scale_k times the direct one: the X1 stage
         # multiplies it back per kernel
@@ -274,6 +281,17 @@ def _feature_src(hw: HardwareConfig, dtype: DataType, channels: int, height: int
                            height * width * atom, dtype)
 
 
+def _dense_range_tensors(plan) -> set[str]:
+    """Tensors whose last SDP operation is a sigmoid or tanh (DENSE_RANGE_ACTIVATIONS)."""
+    found = set()
+    for layer in plan.layers:
+        ops = layer.sdp.post_ops if getattr(layer, "sdp", None) is not None else []
+        tensor = getattr(layer.output, "tensor", None)
+        if ops and ops[-1].kind in DENSE_RANGE_ACTIVATIONS and tensor is not None:
+            found.add(tensor)
+    return found
+
+
 def choose_conv_features(plan, ctx, image_root: str | None, fused: set[str]) -> dict[str, list[str]]:
     """Set `HwLayer.lowering` (ConvLayer fields: winograd, clip_truncate, sdp, compress) of every
     convolution by `ctx.winograd` (auto: eligible layers the roofline estimate finds faster; on:
@@ -284,6 +302,7 @@ def choose_conv_features(plan, ctx, image_root: str | None, fused: set[str]) -> 
     from ..formats import pre_extend
     hw = ctx.hw
     notes: dict[str, list[str]] = {}
+    dense_inputs = _dense_range_tensors(plan)
     for layer in plan.layers:
         layer.lowering = {}
         if layer.kind != "conv" or layer.quant is None:
@@ -314,7 +333,9 @@ def choose_conv_features(plan, ctx, image_root: str | None, fused: set[str]) -> 
                 elif ctx.winograd == "auto" and dtype.bytes == 1 and not dtype.is_float:
                     why = INT8_AUTO_REASON
                 else:
-                    wconv, why = plan_winograd(hw, conv, c.in_h, c.in_w, c.out_h, c.out_w)
+                    pra = INT8_DENSE_PRA_TRUNCATE if dtype.bytes == 1 and not dtype.is_float \
+                        and layer.inputs[0].tensor in dense_inputs else None
+                    wconv, why = plan_winograd(hw, conv, c.in_h, c.in_w, c.out_h, c.out_w, pra)
                 if wconv is not None:
                     try:
                         conv_cbuf_plan(hw, wconv, src)
