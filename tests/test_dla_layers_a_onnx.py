@@ -116,6 +116,10 @@ def test_transpose_reshape_on_the_gpu_bilinear_on_the_dla(tmp_path):
     (helper.make_node("Slice", ["x", "st", "en", "ax"], ["y"]),
      [i64("st", [1]), i64("en", [2]), i64("ax", [0])], "empty slice [1, 2) of axis 0"),
     (helper.make_node("Transpose", ["x"], ["y"], perm=[1, 0, 2, 3]), [], "moves the batch axis"),
+    (helper.make_node("Slice", ["x", "st", "en", "ax"], ["y"]),
+     [i64("st", [0, 1]), i64("en", [2, 3]), i64("ax", [2, -2])], "repeat an axis"),
+    (helper.make_node("Slice", ["x", "st", "en", "ax"], ["y"]),
+     [f32("st", [0.5]), i64("en", [2]), i64("ax", [2])], "starts must be integers"),
 ])
 def test_unmodelled_attributes_are_one_line_errors_naming_the_node(node, inits, expect):
     g = helper.make_graph([node], "m", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],

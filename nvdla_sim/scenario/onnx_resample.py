@@ -137,9 +137,14 @@ def slice_(imp, node, a: dict, ins: list[str], out: str) -> None:
     rank = len(imp.dims.get(node.input[0]) or (1, x.c, x.h, x.w))
     if rank != 4:
         raise imp.fail(node, f"slice of a rank-{rank} tensor (the DLA slices 4-D NCHW tensors)")
+    for what, v in (("starts", starts), ("ends", ends), ("axes", axes), ("steps", steps)):
+        if v is not None and not np.issubdtype(np.asarray(v).dtype, np.integer):
+            raise imp.fail(node, f"{what} must be integers, got {np.asarray(v).dtype}")
     starts = [int(v) for v in np.asarray(starts).reshape(-1)]
     ends = [int(v) for v in np.asarray(ends).reshape(-1)]
     axes = list(range(len(starts))) if axes is None else [int(v) for v in np.asarray(axes).reshape(-1)]
+    if len({a + 4 if a < 0 else a for a in axes}) != len(axes):
+        raise imp.fail(node, f"axes {axes} repeat an axis (ONNX: each axis at most once)")
     if steps is not None and any(int(v) != 1 for v in np.asarray(steps).reshape(-1)):
         raise imp.fail(node, f"steps {np.asarray(steps).reshape(-1).tolist()} (only 1 is modelled)")
     if not len(starts) == len(ends) == len(axes):
