@@ -63,7 +63,9 @@ converter, LUT of (k + alpha/n * s_x^2 * ss)^-beta, output converter to s_y).
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
@@ -561,6 +563,18 @@ class _FloatLayers:
         return self.sdp(layer)
 
 
+@contextmanager
+def _naming(layer) -> Iterator[None]:
+    """A quantisation error of one layer says which layer (a multiplier ratio out of range, a
+    LUT function not finite over the layer's range)."""
+    try:
+        yield
+    except NvdlaSimError as exc:
+        if type(exc) is not NvdlaSimError or layer.name in str(exc):
+            raise
+        raise NvdlaSimError(f"layer '{layer.name}': {exc}") from None
+
+
 def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig | None = None
                   ) -> Calibration:
     """Calibrate scales on `values` (the float reference) and fill every layer's `quant` in the
@@ -579,26 +593,27 @@ def quantize_plan(plan: HwPlan, values: dict[str, np.ndarray], cfg: QuantConfig 
     lq = _FloatLayers(plan, cal) if plan.dtype.is_float else _LayerQuantizer(plan, cal, cfg)
     fl = _FloatLayers(plan, cal)                # FP16 layers of an INT8 plan (compiler/reformat.py)
     for layer in plan.layers:
-        if is_reformat(layer):
-            layer.quant = reformat_quant(layer, plan, cal.scales)
-            continue
-        if layer.kind == "rubik":           # a copy: its RubikSpec (compiler/deconv.py)
-            continue
-        if layer.on_dla and plan.layer_dtype(layer).is_float and not plan.dtype.is_float:
-            layer.quant = getattr(fl, {"conv": "conv", "sdp": "sdp_layer"}.get(layer.kind,
-                                                                             layer.kind))(layer)
-            continue
-        if hasattr(lq, "begin"):
-            lq.begin(layer)
-        if layer.kind == "conv":
-            layer.quant = lq.conv(layer)
-        elif is_sdpfn(layer):              # an SDP pass of compiler/ext_ops.py
-            layer.quant = quantize_sdpfn(plan, layer, cal, values, plan.layer_dtype(layer),
-                                         plan.out_dtype(layer))
-        elif layer.kind == "sdp":
-            layer.quant = lq.sdp_layer(layer)
-        elif layer.kind == "pdp":
-            layer.quant = lq.pdp(layer)
-        elif layer.kind == "cdp":
-            layer.quant = lq.cdp(layer)
+        with _naming(layer):
+            if is_reformat(layer):
+                layer.quant = reformat_quant(layer, plan, cal.scales)
+                continue
+            if layer.kind == "rubik":           # a copy: its RubikSpec (compiler/deconv.py)
+                continue
+            if layer.on_dla and plan.layer_dtype(layer).is_float and not plan.dtype.is_float:
+                layer.quant = getattr(fl, {"conv": "conv", "sdp": "sdp_layer"}.get(layer.kind,
+                                                                                 layer.kind))(layer)
+                continue
+            if hasattr(lq, "begin"):
+                lq.begin(layer)
+            if layer.kind == "conv":
+                layer.quant = lq.conv(layer)
+            elif is_sdpfn(layer):              # an SDP pass of compiler/ext_ops.py
+                layer.quant = quantize_sdpfn(plan, layer, cal, values, plan.layer_dtype(layer),
+                                             plan.out_dtype(layer))
+            elif layer.kind == "sdp":
+                layer.quant = lq.sdp_layer(layer)
+            elif layer.kind == "pdp":
+                layer.quant = lq.pdp(layer)
+            elif layer.kind == "cdp":
+                layer.quant = lq.cdp(layer)
     return cal
