@@ -23,7 +23,7 @@ import yaml
 from nvdla_sim.errors import NvdlaSimError
 from nvdla_sim.scenario.runner import execute, prepare
 from nvdla_sim.scenario.schema import MAX_DIM, parse_scenario
-from tests.test_fuzz_scenarios import assert_one_line_error, run_cli, scenario_file
+from tests.test_fuzz_scenarios import _paths, assert_one_line_error, run_cli, scenario_file
 
 SEED = int(os.environ.get("NVDLA_FUZZ_SEED", "13"))
 ROUNDS = int(os.environ.get("NVDLA_FUZZ_ROUNDS", "1"))
@@ -255,16 +255,6 @@ FIELD_VALUES = {
 }
 DROPPABLE = ("dla_cores", "memory_pools", "input_format", "output_format", "sparse_weights",
              "precision")
-
-
-def _paths(node, prefix=()):
-    yield prefix, node
-    if isinstance(node, dict):
-        for k, v in node.items():
-            yield from _paths(v, prefix + (k,))
-    elif isinstance(node, list):
-        for i, v in enumerate(node):
-            yield from _paths(v, prefix + (i,))
 
 
 def _mutate(rng: random.Random, base: dict) -> dict:

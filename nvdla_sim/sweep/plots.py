@@ -242,19 +242,30 @@ def _latency_vs_cbuf_facets(rows: list[dict], path: Path, title: str, extra: lis
             handles = [Line2D([], [], marker="x", color="grey", linestyle="none",
                               label="infeasible CBUF (this array)")]
         _cbuf_axis(ax)
-        ax.set_title(_facet_title(net, label, nets), fontsize=8)
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
-        ax.tick_params(labelsize=7)
-    for ax in axes:
-        if ax.get_subplotspec().is_last_row() or not _below_visible(ax, axes):
-            ax.set_xlabel("CBUF KiB", fontsize=8)
-            ax.xaxis.set_tick_params(labelbottom=True)
-        if ax.get_subplotspec().is_first_col():
-            ax.set_ylabel("ms per inference", fontsize=8)
+        _style_panel(ax, _facet_title(net, label, nets))
+    _label_panels(axes, "CBUF KiB", "ms per inference")
     return _finish_facets(plt, fig, path, axes, norm, colour or "", handles,
                           [r[colour] for r in ok] if colour else [])
 
+
+
+def _style_panel(ax, title: str) -> None:
+    """One facet panel's look: small title and ticks, a grid, the y axis from 0."""
+    ax.set_title(title, fontsize=8)
+    ax.set_ylim(bottom=0)
+    ax.grid(True, alpha=0.3)
+    ax.tick_params(labelsize=7)
+
+
+def _label_panels(axes, xlabel: str, ylabel: str) -> None:
+    """Axis labels on the facets' outer edges: x under the bottom panel of each column (or a
+    panel with nothing below it), y on the first column."""
+    for ax in axes:
+        if ax.get_subplotspec().is_last_row() or not _below_visible(ax, axes):
+            ax.set_xlabel(xlabel, fontsize=8)
+            ax.xaxis.set_tick_params(labelbottom=True)
+        if ax.get_subplotspec().is_first_col():
+            ax.set_ylabel(ylabel, fontsize=8)
 
 def _below_visible(ax, axes: list) -> bool:
     """Whether a visible panel sits under `ax` (else it carries the x label)."""
@@ -521,16 +532,8 @@ def _dram_vs_cvsram_facets(rows: list[dict], path: Path, title: str, exclude: tu
             ax.plot([r[xcol] for r in kib], [mib(r) for r in kib], "o", color="C0", markersize=3)
         if unswept:
             _cbuf_axis(ax)
-        ax.set_title(_facet_title(net, label, nets), fontsize=8)
-        ax.set_ylim(bottom=0)
-        ax.grid(True, alpha=0.3)
-        ax.tick_params(labelsize=7)
-    for ax in axes:
-        if ax.get_subplotspec().is_last_row() or not _below_visible(ax, axes):
-            ax.set_xlabel(xlabel, fontsize=8)
-            ax.xaxis.set_tick_params(labelbottom=True)
-        if ax.get_subplotspec().is_first_col():
-            ax.set_ylabel("DRAM MiB / inference", fontsize=8)
+        _style_panel(ax, _facet_title(net, label, nets))
+    _label_panels(axes, xlabel, "DRAM MiB / inference")
     if unswept:
         fig.get_layout_engine().set(h_pad=0.1)
         fig.supxlabel(f"CVSRAM is not swept ({ok[0]['cvsram_bytes'] // 1024} KiB at every point): "
