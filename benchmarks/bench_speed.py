@@ -31,12 +31,14 @@ sys.path.insert(0, str(ROOT))     # NVDLA_SIM_ROOT: time another checkout (a "be
 PRESETS = ("nv_large", "nv_small_256", "nv_small")
 
 
-def scenario_file(folder: Path, hardware: str, mode: str, plots: bool = True) -> Path:
+def scenario_file(folder: Path, hardware: str | dict, mode: str, plots: bool = True,
+                  name: str | None = None) -> Path:
     """scenarios/resnet50_nv_large.yaml with another preset, mode, plots (said explicitly:
-    the default differs between checkouts) and output folder."""
+    the default differs between checkouts) and output folder.  `hardware` may also be a
+    mapping (a preset with overrides); `name` then names the files."""
     import yaml
     doc = yaml.safe_load((ROOT / "scenarios" / "resnet50_nv_large.yaml").read_text())
-    tag = f"{hardware}_{mode}" + ("" if plots else "_noplots")
+    tag = f"{name or hardware}_{mode}" + ("" if plots else "_noplots")
     doc.update(hardware=hardware, mode=mode)
     doc["outputs"] = {**doc["outputs"], "directory": str(folder / tag), "plots": plots}
     text = yaml.safe_dump(doc, sort_keys=False)

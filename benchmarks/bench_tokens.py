@@ -25,19 +25,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-# name -> hardware (a preset, or a preset with another MAC array)
-CONFIGS = {
-    "nv_large": "nv_large", "nv_small_256": "nv_small_256", "nv_small": "nv_small",
-    "nv_full": "nv_full",
-    # nv_small's 8-byte memory atom; a CBUF entry one ATOMIC_C atom (the bank width)
-    **{f"nv_small_{c * k}": {"preset": "nv_small", "atomic_c": c, "atomic_k": k,
-                             "cbuf": {"bank_width_bytes": c}}
-       for c, k in ((16, 8), (32, 8), (64, 8), (64, 16))},
-    # as the array sweep builds them: memory atom ATOMIC_K bytes
-    **{f"nv_large_{c * k}": {"preset": "nv_large", "atomic_c": c, "atomic_k": k,
-                             "memory_atomic_bytes": k, "cbuf": {"bank_width_bytes": c}}
-       for c, k in ((8, 8), (16, 8), (16, 16), (32, 16), (64, 16))},
-}
+from array_variants import VARIANTS  # noqa: E402  (benchmarks/: the one definition)
+
+# name -> hardware (a preset, or a preset with another MAC array: array_variants.py; the
+# variants are named PRESET_CxK, so none shadows the preset nv_small_256)
+CONFIGS = {"nv_large": "nv_large", "nv_small_256": "nv_small_256", "nv_small": "nv_small",
+           "nv_full": "nv_full", **VARIANTS}
 
 
 def run(hardware, runs: bool, coarse: int | None = None) -> tuple[int, float, float]:
