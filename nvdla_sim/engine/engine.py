@@ -30,6 +30,7 @@ from ..regs import RegisterFile, register_map
 from .activity import ActivityLog
 from .glb import Glb
 from .memif import MemoryInterface, MemoryProfile, load_memory_profile
+from ..timing.tokens import sleep_for
 
 POLL_INTERVAL_CYCLES = 8
 POLL_LIMIT_CYCLES = 1_000_000
@@ -289,7 +290,9 @@ class Engine:
         result.unit_stats = self.unit_summary(result.cycles)
         result.memory_bytes = {m.name: m.bytes_by_client for m in (self.mcif, self.cvif) if m}
         result.cbuf = self.timing.cbuf_summary()
-        result.events = next(self.env._eid)     # SimPy numbers every scheduled event
+        # SimPy numbers every scheduled event (less the numbers kept for wake-ups that were
+        # computed without one: timing/sdp.py FlyingWriter)
+        result.events = next(self.env._eid) - self.timing.reserved_events
         result.engine = self
         return result
 
@@ -365,10 +368,15 @@ class Engine:
                 if self.host is not None:
                     yield from self._host_write(cmd)
                     continue
+                # (sleep_for: no event when nothing else is due first; the same cycles)
                 if slow_wait > 0 and self._slow_csb_target(cmd.addr):
-                    yield env.timeout(slow_wait)    # the unit's CSB port is not ready yet
+                    sleep = sleep_for(env, slow_wait)    # the unit's CSB port is not ready yet
+                    if sleep is not None:
+                        yield sleep
                 self._write(cmd)
-                yield env.timeout(csb.write_interval_cycles)
+                sleep = sleep_for(env, csb.write_interval_cycles)
+                if sleep is not None:
+                    yield sleep
             elif isinstance(cmd, UntilBits):
                 reached = env.now
                 event = self.glb.wait_bits(cmd.bits)

@@ -54,6 +54,7 @@ POOL_WEIGHT = "CBUF weight entries"
 # stripe's (2 x 32 output atoms x 32 kernels x 64 channels), so a token count per layer near
 # nv_large's on the small arrays and the exact path on nv_large / nv_full.
 COARSE_TOKEN_MACS = 64 * 32 * 64
+INF = float("inf")
 
 
 @dataclass(frozen=True)
@@ -415,7 +416,17 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
                     t, i = _coarse_run(p, geom, g, i, min(stop, i + coarse), load, stripe,
                                        last_pkg, pkg, delivery, credits, tracker)
                     continue
-                delivery.step(stripe)        # CACC waits and nothing else is due: CaccDelivery
+                # CACC waits and nothing else is due: CaccDelivery; SDP may take the stripe
+                # without events (sdp.FlyingWriter) if its write is booked before CSC next
+                # does something another process sees: freeing the group's weights for a
+                # waiting CDMA (no sooner than its remaining packages) or the layer's end
+                if not weight_pool._waiters:
+                    limit = INF
+                else:
+                    limit = last_pkg + pkg
+                    for nxt in geom.stripes[i + 1:i + 3]:     # a bound: two more stripes
+                        limit += geom.packages * max(nxt, p.conv.csc_min_stripe_atoms, load)
+                delivery.step(stripe, limit)
             else:
                 out.put(stripe)
             tracker.busy(last_pkg, last_pkg + pkg)
@@ -575,10 +586,14 @@ class CaccDelivery:
         self.free = self.waiting = env.now      # waiting: when CACC last asked for a stripe
         self.active = True                      # its layer's loop runs (CSC may call `step`)
 
-    def step(self, seg: Seg) -> None:
+    def step(self, seg: Seg, limit: float = float("-inf")) -> None:
         """Book the stripe's delivery after the previous one (the credit counter needs it at
-        once) and hand SDP its atoms."""
-        self.out.put(self.book(seg, self.env._now))
+        once) and hand SDP its atoms: to its `follower` without events when it is idle again
+        before cycle `limit` (CSC's next hand-over), else through the channel."""
+        token = self.book(seg, self.env._now)
+        out = self.out
+        if out.follower is None or not out.follower.take(token, limit):
+            out.put(token)
 
     def book(self, seg: Seg, now: float) -> Seg:
         """`step` without the hand-over: books the delivery as CACC would take the stripe at

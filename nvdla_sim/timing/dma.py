@@ -48,32 +48,49 @@ def read_stream(tm: "TimingModel", client: str, ram_type: int, chunks: Iterable[
     return last
 
 
+class WriteState:
+    """What a write engine carries from token to token, outside its generator so that a
+    consumer that takes tokens without events (`sdp.FlyingWriter`) can advance it."""
+    __slots__ = ("done", "wait_from")
+
+    def __init__(self, now: float):
+        self.done = now          # the last write response booked so far
+        self.wait_from = now     # the cycle the engine began waiting for its next token
+
+
 def write_stream(tm: "TimingModel", client: str, ram_type: int, inp: Channel,
-                 pipeline_cycles: float) -> Generator:
+                 pipeline_cycles: float, state: WriteState | None = None) -> Generator:
     """Process body: write every token of `inp` until the `end` token; returns the cycle the
     last write response arrived."""
     env, p = tm.env, tm.params
     memif = tm.engine.memif(ram_type)
     tracker = tm.tracker(client)
     atom = p.rates.atom_bytes
-    done = env.now
+    if state is None:
+        state = WriteState(env.now)
     while True:
         got = inp.get()              # the hot loop's waits without generators, same cycles
-        seg = got.value if type(got) is Ready else (yield from waited(env, got, tracker, "no output"))
+        if type(got) is Ready:
+            seg = got.value
+        else:                        # `waited`, its start kept in `state` (FlyingWriter)
+            state.wait_from = env.now
+            seg = yield got
+            tracker.stall(state.wait_from, env.now, "no output")
         if seg.n > 0:
             tr = memif.reserve(client, "write", int(seg.n * atom),
                                ready_first=seg.first + pipeline_cycles,
                                ready_last=seg.last + pipeline_cycles)
             tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "write")
-            done = max(done, tr.done)
+            if tr.done > state.done:
+                state.done = tr.done
             sleep = sleep_event(env, tr.port_free)
             if sleep is not None:
                 yield sleep
         inp.release(held(inp, seg.n))
         if seg.end:
             break
-    yield from wait_until(env, done)
-    return done
+    yield from wait_until(env, state.done)
+    return state.done
 
 
 def split_atoms(total: int, token_atoms: int, tag=None) -> list[ReadChunk]:

@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
-from .dma import split_atoms, token_atoms, write_stream
-from .tokens import GRANTED, Ready, Seg, serve, sleep_event, wait_until, waited
+from .dma import WriteState, split_atoms, token_atoms, write_stream
+from .tokens import (GRANTED, Channel, Ready, Seg, coarse_stripes, flying_writer, held, serve,
+                     sleep_event, wait_until, waited)
 
 if TYPE_CHECKING:
     from ..units.base import Unit
@@ -135,12 +136,14 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
     inp = tm.stream(CH_CACC if geom.flying else CH_RDMA,
                     None if geom.flying else p.rates.latency_fifo_atoms,
                     lambda: [Seg(geom.atoms, env.now, env.now, end=True)])
-    writer = None
+    writer = wdma = None
     if geom.to_pdp:
         out = tm.channel(CH_PDP, p.rates.stream_buffer_atoms)
     elif geom.writes:
         out = tm.channel(CH_WDMA, p.rates.stream_buffer_atoms)
-        writer = env.process(write_stream(tm, "SDP_WDMA", geom.ram_type, out, p.sdp.wdma_cycles))
+        wdma = WriteState(env.now)
+        writer = env.process(write_stream(tm, "SDP_WDMA", geom.ram_type, out, p.sdp.wdma_cycles,
+                                          wdma))
     else:
         out = None                                   # EQL mode: results are only compared
     # Flying with per-element operands: each CACC token also needs its operands from SDP_RDMA.
@@ -151,11 +154,23 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
     have, have_last = 0.0, 0.0
     end = env.now
     room = out.room if out is not None else None
+    # CACC's stripes straight into this core and its write DMA (FlyingWriter), when nothing
+    # else reads or feeds them: the plain case of a convolution layer's output
+    follower = None
+    if geom.flying and wdma is not None and ops is None and inp is tm.channel(CH_CACC) \
+            and flying_writer() and coarse_stripes() <= 1:
+        follower = inp.follower = FlyingWriter(tm, geom, c, depth, inp, out, wdma)
+    empty = f"{inp.name} empty"
+    waits = follower if follower is not None else WriteState(env.now)    # .wait_from
     while True:
         # event-free hand-overs and grants without a generator (tokens.Ready / GRANTED)
         got = inp.get()
-        seg = got.value if type(got) is Ready else \
-            (yield from waited(env, got, tracker, f"{inp.name} empty"))
+        if type(got) is Ready:
+            seg = got.value
+        else:                        # `waited`, its start kept where FlyingWriter moves it
+            waits.wait_from = env.now
+            seg = yield got
+            tracker.stall(waits.wait_from, env.now, empty)
         if ops is not None:
             while have < seg.n - 1e-9:
                 op = yield from waited(env, ops.get(), tracker, f"{ops.name} empty")
@@ -183,6 +198,9 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
             have -= seg.n
         if seg.end:
             break
+    if follower is not None:
+        inp.follower = None
+        tm.reserved_events += follower.reserved
     tracker.flush()
     if writer is not None:
         done = yield writer
@@ -190,3 +208,174 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
         yield from wait_until(env, done + p.glb.interrupt_cycles)
     elif out is None:
         yield from wait_until(env, end + depth + p.glb.interrupt_cycles)
+
+
+class FlyingWriter:
+    """The SDP core and its write DMA taking CACC's stripes of a convolution without events
+    (issue 20).
+
+    CACC hands each stripe to `take` (`conv.CaccDelivery.step`).  What the core and the write
+    DMA then do with it depends on nothing outside them: the core takes the stripe when it is
+    free, waits for room in its output buffer (freed by the write DMA), serves it; the write DMA
+    books the write when it has the atoms and its port is free, and frees the room when the port
+    has taken the requests.  Every cycle of that is computed here, with the same operations in
+    the same order as the two processes, and the one action others see, the write booked on the
+    memory interface, is made at once when no other process has an event due before the cycle
+    the write DMA would book it and CSC does nothing that wakes another process before then
+    (`limit`).  The processes stay parked on their input channels meanwhile: the events this
+    saves would only have run their own code.
+
+    When a stripe cannot be taken (the layer's last, a booking that others' events come
+    before), the processes take over from the state left here: the core's and the write DMA's
+    pending wake-ups become events with the numbers SimPy would have given them when they were
+    scheduled (`_hand_back`), so ties between equal cycles break as they would.  Exact: the
+    same bookings, spans and cycles as the two processes on their own."""
+    __slots__ = ("env", "inp", "out", "room", "wdma", "memif", "c", "depth", "pipeline",
+                 "out_ratio", "atom", "core_tracker", "wdma_tracker", "empty", "full",
+                 "wait_from", "core_free", "core_eid", "wdma_free", "wdma_eid", "wdma_hold",
+                 "reserved")
+
+    def __init__(self, tm: "TimingModel", geom: SdpGeometry, c: float, depth: float,
+                 inp: Channel, out: Channel, wdma: WriteState):
+        self.env = tm.env
+        self.inp, self.out, self.room, self.wdma = inp, out, out.room, wdma
+        self.memif = tm.engine.memif(geom.ram_type)
+        self.c, self.depth, self.pipeline = c, depth, tm.params.sdp.wdma_cycles
+        self.out_ratio = geom.out_ratio
+        self.atom = tm.params.rates.atom_bytes
+        self.core_tracker, self.wdma_tracker = tm.tracker("SDP"), tm.tracker("SDP_WDMA")
+        self.empty, self.full = f"{inp.name} empty", f"{out.name} full"
+        self.wait_from = tm.env.now      # the core began waiting for its next token
+        # Wake-ups computed here and not yet reached by the processes: the core's after serving
+        # its last stripe, the write DMA's after its last booking (then it frees `wdma_hold`),
+        # each with the event number it would have had (None: nothing pending).
+        self.core_free = self.wdma_free = tm.env.now
+        self.core_eid = self.wdma_eid = None
+        self.wdma_hold = 0.0
+        self.reserved = 0                # event numbers taken for wake-ups (engine's count)
+
+    def take(self, seg: Seg, limit: float) -> bool:
+        """Handle CACC's stripe `seg` here if its write can be booked now (see the class);
+        False: the processes hold the state again and the caller puts `seg` on the channel."""
+        inp, out, room = self.inp, self.out, self.room
+        env = self.env
+        now = env._now
+        if seg.end or inp._items or out._items or room is None or room._waiters \
+                or (self.core_eid is None and len(inp._getters) != 1) \
+                or (self.wdma_eid is None and len(out._getters) != 1):
+            return self._hand_back(now)
+        # the core: takes the stripe now (it waits for one) or when it wakes
+        core_free = self.core_free
+        got = now if self.core_eid is None or now >= core_free else core_free
+        n_out = seg.n if self.out_ratio == 1 else seg.n * self.out_ratio
+        hold = held(out, n_out)
+        # its output room: the write DMA frees its last stripe's when it wakes
+        free = room.free
+        acq = got
+        pending = self.wdma_eid is not None
+        if not hold <= free + 1e-6:
+            if not pending or not hold <= free + self.wdma_hold + 1e-6:
+                return self._hand_back(now)
+            acq = self.wdma_free if self.wdma_free > got else got
+        c = self.c
+        start, end = serve(acq, seg, c)
+        first, last = start + c + self.depth, end + self.depth
+        # the write DMA: gets the atoms when the core hands them over, or when it wakes
+        wdma_free = self.wdma_free
+        book = acq if not pending or acq >= wdma_free else wdma_free
+        pipeline = self.pipeline
+        nbytes = int(n_out * self.atom)
+        queue = env._queue
+        if not book < limit - 1e-6 or (queue and not queue[0][0] > book):
+            return self._hand_back(now)
+        # -- commit: the two processes' calls in their order --------------------------------
+        tracker = self.core_tracker
+        if got > self.wait_from:                   # it waited for the stripe
+            tracker.stall(self.wait_from, got, self.empty)
+        release_first = pending and (wdma_free <= acq)
+        if release_first:                          # the write DMA woke before the core took room
+            room.free += self.wdma_hold
+        if acq > got:
+            tracker.stall(got, acq, self.full)
+        room.free -= hold
+        used = room.capacity - room.free
+        if used > room.peak:
+            room.peak = used
+        if pending and not release_first:
+            room.free += self.wdma_hold
+        tracker.stall(acq, start, "waiting for data")
+        tracker.busy(start, end)
+        self.core_free = acq + (end - acq) if end > acq else acq   # its sleep until `end`
+        self.wait_from = self.core_free
+        wdma, tracker = self.wdma, self.wdma_tracker
+        tracker.stall(wdma.wait_from, book, "no output")     # it waited for the atoms
+        if n_out > 0:
+            env._now = book                        # the cycle the write DMA books it
+            tr = self.memif.reserve("SDP_WDMA", "write", nbytes, ready_first=first + pipeline,
+                                    ready_last=last + pipeline)
+            env._now = now
+            tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "write")
+            if tr.done > wdma.done:
+                wdma.done = tr.done
+            port_free = tr.port_free
+            self.wdma_free = book + (port_free - book) if port_free > book else book
+        else:
+            self.wdma_free = book
+        wdma.wait_from = self.wdma_free
+        self.wdma_hold = hold
+        eid = env._eid
+        self.core_eid, self.wdma_eid = next(eid), next(eid)
+        self.reserved += 2
+        return True
+
+    def _hand_back(self, now: float) -> bool:
+        """The processes take over: the pending wake-ups become events (or, when already past,
+        their effect is applied: the room freed, the waits started).  Returns False."""
+        from heapq import heappush
+        env = self.env
+        if self.core_eid is not None:
+            if self.core_free >= now:
+                # the core sleeps until core_free, then takes its next stripe from the channel
+                getter = self.inp._getters.popleft()
+                heappush(env._queue, (self.core_free, 1, self.core_eid,
+                                      _Wake(env, self._core_wakes, getter)))
+            self.core_eid = None
+        if self.wdma_eid is not None:
+            getter = self.out._getters.popleft()
+            if self.wdma_free >= now:
+                heappush(env._queue, (self.wdma_free, 1, self.wdma_eid,
+                                      _Wake(env, self._wdma_wakes, getter)))
+            else:
+                self.room.release(self.wdma_hold)
+                self.out._getters.appendleft(getter)
+            self.wdma_eid = None
+        return False
+
+    def _core_wakes(self, getter) -> None:
+        """The core after its sleep: its next stripe, or a wait for one (as `Channel.get`)."""
+        inp = self.inp
+        self.wait_from = self.env._now
+        inp._getters.appendleft(getter)
+        if inp._items:
+            inp._serve()
+
+    def _wdma_wakes(self, getter) -> None:
+        """The write DMA after its sleep: frees its stripe's room, then its next token."""
+        out = self.out
+        self.wdma.wait_from = self.env._now
+        out._getters.appendleft(getter)
+        self.room.release(self.wdma_hold)
+        if out._items:
+            out._serve()
+
+
+class _Wake:
+    """A wake-up of a parked process that `FlyingWriter` puts on SimPy's queue itself (with the
+    event number of the sleep it stands for): calls `action(getter)` when processed."""
+    __slots__ = ("env", "callbacks", "_ok", "_value", "_defused")
+
+    def __init__(self, env, action, getter):
+        self.env = env
+        self.callbacks = [lambda _e: action(getter)]
+        self._ok = True
+        self._value = None

@@ -29,6 +29,13 @@ def token_runs() -> bool:
     return os.environ.get("NVDLA_SIM_TOKEN_RUNS", "1") != "0"
 
 
+def flying_writer() -> bool:
+    """Whether a convolution's SDP and its write DMA may take CACC's stripes without events
+    (sdp.FlyingWriter; issue 20; exact).  NVDLA_SIM_FLYING_WRITER=0 turns it off: the reference
+    tests/test_speed_follower.py compares it against (token runs on)."""
+    return os.environ.get("NVDLA_SIM_FLYING_WRITER", "1") != "0" and token_runs()
+
+
 def coarse_stripes() -> int:
     """Most CSC stripes of one kernel group moved to SDP as one token (issue 20, helper
     "stripes"; compiled networks only; not exact, docs/performance.md).
@@ -151,6 +158,9 @@ class Channel:
         self._items: deque[Seg] = deque()
         self._getters: deque[simpy.Event] = deque()
         self._runs = token_runs()
+        # A consumer that may take a token at once, without events, while it waits for one
+        # (sdp.FlyingWriter; None: every token goes through the channel).
+        self.follower = None
 
     def put(self, seg: Seg) -> None:
         self._items.append(seg)
@@ -269,6 +279,16 @@ def sleep_event(env: simpy.Environment, t: float) -> simpy.Event | None:
             return None
         return env.timeout(t - now)
     return None
+
+
+def sleep_for(env: simpy.Environment, delay: float) -> simpy.Event | None:
+    """`env.timeout(delay)` when another event is due first, else None with the clock moved as
+    the timeout would move it (`now + delay`): the rule of `sleep_event` for a delay."""
+    wake = env._now + delay
+    if wake < env.peek():
+        env._now = wake
+        return None
+    return env.timeout(delay)
 
 
 def waited(env: simpy.Environment, event: simpy.Event, tracker: Tracker, label: str) -> Generator:
