@@ -632,28 +632,11 @@ def _bytes(engine: Engine) -> dict[str, int]:
     return out
 
 
-def _busy(spans, start: float, end: float) -> dict[str, float]:
-    """Busy cycles per unit inside [start, end] (spans of one unit merged)."""
-    by_unit: dict[str, list[tuple[float, float]]] = {}
-    for unit, kind, s, e, _ in spans:
-        if kind == "busy" and unit in CORE_UNITS:
-            s, e = max(s, start), min(e, end)
-            if e > s:
-                by_unit.setdefault(unit, []).append((s, e))
-    out = {}
-    for unit, intervals in by_unit.items():
-        intervals.sort()
-        total, cur_s, cur_e = 0.0, None, None
-        for s, e in intervals:
-            if cur_e is None or s > cur_e:
-                total += (cur_e - cur_s) if cur_e is not None else 0.0
-                cur_s, cur_e = s, e
-            else:
-                cur_e = max(cur_e, e)
-        if cur_e is not None:
-            total += cur_e - cur_s
-        out[unit] = total
-    return out
+def _busy(activity, since: int, start: float, end: float) -> dict[str, float]:
+    """Busy cycles per core unit of the spans made since `since`, inside [start, end] (spans
+    of one unit merged; the activity log's columns, no tuple per span)."""
+    return {unit: kinds["busy"]
+            for unit, kinds in activity.merged("busy", CORE_UNITS, since, (start, end)).items()}
 
 
 def _interface_cycles(memif, read: int, write: int) -> float:
@@ -793,9 +776,8 @@ def step_loop(engine: Engine, lowered: Lowered, ctx: LoweringContext, tap):
         t1 = engine.env.now
         after = _bytes(engine)
         moved = {k: after[k] - before[k] for k in after}
-        spans = engine.activity.spans
-        busy = _busy(spans[seen_spans:], t0, t1)
-        seen_spans = len(spans)
+        busy = _busy(engine.activity, seen_spans, t0, t1)
+        seen_spans = engine.activity.mark()
         timings += step_timings(step, piece, engine, plan, t0, t1, moved, busy, stats)
         if ctx.values:
             read_step_outputs(step, lowered, engine, per_image)

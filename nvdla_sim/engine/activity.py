@@ -1,35 +1,251 @@
-"""What each unit did when: busy and stall spans, for utilization figures and timelines."""
+"""What each unit did when: busy and stall spans, for utilization figures and timelines.
+
+A span is (unit, kind, start, end, label).  The timing processes add spans one at a time (a
+Python list: appending is all a token pays); a step the step cache recorded is frozen into a
+`SpanBlock` (columns: float64 starts and ends, small integer codes for (unit, kind) and label)
+and a replayed step appends its entry's block with a shift, in O(1) instead of one tuple per
+span (issue 20: ResNet-50 on nv_small makes 780 k spans).  `ActivityLog.spans` materialises the
+tuple list on demand (timelines, VP layer reports) in the order the spans were made.
+
+Totals merge overlapping spans of one (unit, kind): sorted by start, the union's length summed
+group by group from the left, the same float operations as the straightforward loop (sort the
+(start, end) pairs, extend or close the current group), so every reported figure is
+bit-identical to it (tests/test_speed_spans.py).  A shifted span starts at `shift + start`,
+the float sum a replay always made.
+"""
 from __future__ import annotations
 
-from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from operator import itemgetter
+from typing import Iterable, Iterator, Sequence
+
+import numpy as np
+
+Span = tuple[str, str, float, float, str]
 
 
 @dataclass
+class SpanBlock:
+    """Spans as columns: span i is (keys[key_idx[i]] unit and kind, starts[i], ends[i],
+    labels[label_idx[i]])."""
+    keys: list[tuple[str, str]]
+    key_idx: np.ndarray         # intp per span
+    starts: np.ndarray          # float64 per span
+    ends: np.ndarray
+    labels: list[str]
+    label_idx: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    @classmethod
+    def from_spans(cls, spans: Sequence[Span]) -> "SpanBlock":
+        n = len(spans)
+        units, unit_idx = _codes(spans, 0)
+        kinds, kind_idx = _codes(spans, 1)
+        labels, label_idx = _codes(spans, 4)
+        # (every unit with every kind: a key no span has is harmless, and no pair is built)
+        keys = [(u, k) for u in units for k in kinds]
+        return cls(keys, unit_idx * len(kinds) + kind_idx,
+                   np.fromiter(map(itemgetter(2), spans), np.float64, n),
+                   np.fromiter(map(itemgetter(3), spans), np.float64, n), labels, label_idx)
+
+    def relative(self, t0: float, labels: list[str]) -> "SpanBlock":
+        """The same spans `t0` earlier (`start - t0` per span), with relabelled labels."""
+        return SpanBlock(self.keys, self.key_idx, self.starts - t0, self.ends - t0, labels,
+                         self.label_idx)
+
+
+class _Index(dict):
+    """Distinct values numbered in order of first appearance (a new value gets the next)."""
+
+    def __missing__(self, value) -> int:
+        code = self[value] = len(self)
+        return code
+
+
+def _codes(spans: Sequence[Span], field: int) -> tuple[list, np.ndarray]:
+    """The distinct values of one field of the spans, and each span's index among them."""
+    index = _Index()
+    codes = np.fromiter(map(index.__getitem__, map(itemgetter(field), spans)), np.intp,
+                        len(spans))
+    return list(index), codes
+
+
+@dataclass
+class _Shifted:
+    """A block placed at `shift` (None: its times are absolute) with its labels renamed."""
+    block: SpanBlock
+    shift: float | None
+    labels: list[str]
+
+    def __len__(self) -> int:
+        return len(self.block)
+
+    def columns(self) -> tuple[list, np.ndarray, np.ndarray, np.ndarray]:
+        b = self.block
+        if self.shift is None:
+            return b.keys, b.key_idx, b.starts, b.ends
+        return b.keys, b.key_idx, self.shift + b.starts, self.shift + b.ends
+
+    def tuples(self) -> list[Span]:
+        keys, key_idx, starts, ends = self.columns()
+        labels = self.labels
+        return [(*keys[k], s, e, labels[lab]) for k, s, e, lab in
+                zip(key_idx.tolist(), starts.tolist(), ends.tolist(),
+                    self.block.label_idx.tolist())]
+
+
 class ActivityLog:
-    spans: list[tuple[str, str, float, float, str]] = field(default_factory=list)  # unit, kind, start, end, label
+    """The run's spans: a sequence of segments, each a list of tuples (spans added one by one)
+    or a shifted block; new spans go to the last list."""
+
+    def __init__(self, spans: Iterable[Span] | None = None):
+        self._tail: list[Span] = list(spans) if spans is not None else []
+        self._segments: list = [self._tail]
+        self._closed = 0            # spans in the segments before the tail
 
     def add(self, unit: str, kind: str, start: float, end: float, label: str = "") -> None:
         if end > start:
-            self.spans.append((unit, kind, start, end, label))
+            self._tail.append((unit, kind, start, end, label))
 
+    def __len__(self) -> int:
+        return self._closed + len(self._tail)
+
+    def mark(self) -> int:
+        """A position in the log (spans so far): for `merged(since=...)`, `freeze_since`."""
+        return self._closed + len(self._tail)
+
+    @property
+    def spans(self) -> list[Span]:
+        """Every span in order, as tuples (the log keeps that list from then on)."""
+        if len(self._segments) > 1:
+            out = list(self.iter_spans())
+            self._tail, self._segments, self._closed = out, [out], 0
+        return self._tail
+
+    def iter_spans(self) -> Iterator[Span]:
+        """Every span in order, as tuples, leaving the log's blocks as they are."""
+        for seg in self._segments:
+            yield from (seg if type(seg) is list else seg.tuples())
+
+    # -- blocks --------------------------------------------------------------------------------
+    def append_block(self, block: SpanBlock, shift: float | None = None,
+                     labels: list[str] | None = None) -> None:
+        """Append a block's spans, `shift + start` and `shift + end` each, labels renamed."""
+        if not len(block):
+            return
+        if not self._tail:
+            self._segments.pop()
+        else:
+            self._closed += len(self._tail)
+        self._segments.append(_Shifted(block, shift, block.labels if labels is None else labels))
+        self._closed += len(block)
+        self._tail = []
+        self._segments.append(self._tail)
+
+    def freeze_since(self, mark: int) -> SpanBlock:
+        """The spans added one by one since `mark` as a block (absolute times); the log keeps
+        them as that block from now on (the same spans, in the same order)."""
+        start = mark - self._closed
+        if start < 0:
+            raise ValueError("freeze_since: blocks were appended since the mark")
+        block = SpanBlock.from_spans(self._tail[start:])
+        if len(block):
+            del self._tail[start:]
+            self.append_block(block)
+        return block
+
+    def _since(self, mark: int) -> list:
+        """The segments (a list part cut at `mark`) holding the spans from `mark` on."""
+        out, pos = [], len(self)
+        for seg in reversed(self._segments):
+            if pos <= mark:
+                break
+            n = len(seg)
+            pos -= n
+            if pos < mark:      # (a block frozen after a mark inside it: as tuples)
+                seg = (seg if type(seg) is list else seg.tuples())[mark - pos:]
+            out.append(seg)
+        out.reverse()
+        return out
+
+    # -- merged totals -------------------------------------------------------------------------
     def totals(self) -> dict[str, dict[str, float]]:
         """Per unit, cycles spent per kind (busy, stall, ...); overlapping spans are merged."""
-        by_unit: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-        for unit, kind, start, end, _ in self.spans:
-            by_unit[(unit, kind)].append((start, end))
-        out: dict[str, dict[str, float]] = defaultdict(dict)
-        for (unit, kind), intervals in by_unit.items():
-            intervals.sort()
-            total, cur_s, cur_e = 0.0, None, None
-            for s, e in intervals:
-                if cur_e is None or s > cur_e:
-                    if cur_e is not None:
-                        total += cur_e - cur_s
-                    cur_s, cur_e = s, e
-                else:
-                    cur_e = max(cur_e, e)
-            if cur_e is not None:
-                total += cur_e - cur_s
-            out[unit][kind] = total
-        return dict(out)
+        return self.merged()
+
+    def merged(self, kind: str | None = None, units: Iterable[str] | None = None,
+               since: int = 0, clip: tuple[float, float] | None = None
+               ) -> dict[str, dict[str, float]]:
+        """Per unit and kind, the merged cycles of the spans from `since` on, of one `kind` and
+        `units` when given, each cut to `clip` = (start, end) when given (empty cuts left
+        out; without `clip` every span counts, as the straightforward merge counts them).
+        Units and kinds in the order their first counted span was made."""
+        unit_set = None if units is None else set(units)
+        keys: dict[tuple[str, str], int] = {}
+        key_parts, start_parts, end_parts = [], [], []
+        for seg in self._since(since):
+            if type(seg) is list:
+                if not seg:
+                    continue
+                seg = _Shifted(SpanBlock.from_spans(seg), None, [])
+            seg_keys, key_idx, starts, ends = seg.columns()
+            remap = np.array([keys.setdefault(k, len(keys)) for k in seg_keys], np.intp)
+            key_parts.append(remap[key_idx])
+            start_parts.append(starts)
+            end_parts.append(ends)
+        if not keys:
+            return {}
+        key_idx = np.concatenate(key_parts)
+        starts = np.concatenate(start_parts)
+        ends = np.concatenate(end_parts)
+        kept = None
+        if clip is not None:
+            starts = np.maximum(starts, clip[0])
+            ends = np.minimum(ends, clip[1])
+            kept = ends > starts
+        # spans grouped by key, each group in the order made (a stable sort: a radix sort of
+        # the small codes)
+        order = np.argsort(key_idx.astype(np.int16) if len(keys) < 2 ** 15 else key_idx,
+                           kind="stable")
+        grouped = key_idx[order]
+        bounds = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
+        names = list(keys)
+        found = []                          # (first span's position, unit, kind, total)
+        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
+            unit, k = names[grouped[a]]
+            if (kind is not None and k != kind) or (unit_set is not None and unit not in unit_set):
+                continue
+            where = order[a:b]
+            if kept is not None:
+                where = where[kept[where]]
+                if not len(where):
+                    continue
+            found.append((where[0], unit, k, merged_length(starts[where], ends[where])))
+        out: dict[str, dict[str, float]] = {}
+        for _, unit, k, total in sorted(found, key=lambda x: x[0]):
+            out.setdefault(unit, {})[k] = total
+        return out
+
+
+def merged_length(starts: np.ndarray, ends: np.ndarray) -> float:
+    """Length of the union of the intervals [starts[i], ends[i]]: sorted by start, a group
+    goes on while the next start is at most the group's end so far; the groups' lengths
+    (end - start) are added from the left, as the straightforward loop adds them.
+
+    Which of several equal starts comes first does not change the groups (the first of them
+    opens a group or joins the last exactly as any other would, the rest join), so a stable
+    sort by start alone gives the loop's groups, bit for bit."""
+    order = np.argsort(starts, kind="stable")
+    s, e = starts[order], ends[order]
+    reach = np.maximum.accumulate(e)
+    first = np.empty(len(s), bool)
+    first[0] = True
+    np.greater(s[1:], reach[:-1], out=first[1:])
+    heads = np.flatnonzero(first)
+    lasts = np.append(heads[1:] - 1, len(s) - 1)
+    lengths = reach[lasts] - s[heads]
+    # (np.cumsum adds strictly from the left, as `total +=` does; np.sum would pair them)
+    return float(np.cumsum(lengths)[-1])
+

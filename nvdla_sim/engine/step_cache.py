@@ -48,6 +48,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..program import (CheckCrc, CheckNothing, IntrNotify, MemFill, MemLoad, PollRegEqual,
                        RegWrite, SyncWait)
+from .activity import ActivityLog, SpanBlock
 
 if TYPE_CHECKING:
     from ..program import RegisterProgram
@@ -99,7 +100,7 @@ class _Reg:
 class Entry:
     """The outcome of one piece, times relative to its start."""
     duration: float
-    spans: list
+    spans: SpanBlock        # times relative to the start, labels relabelled
     memifs: list            # per interface: (bytes [(client, read, write)], transfers, free times)
     stats: dict             # unit -> {stat: delta}
     reads: tuple            # (unit, store, offset, value, mask): start values the piece read
@@ -460,7 +461,7 @@ class StepCache:
         eng = self.engine
         env, tm = eng.env, eng.timing
         t0 = env._now
-        n_spans = len(eng.activity.spans)
+        n_spans = eng.activity.mark()
         mem_before = [None if m is None else
                       (len(m.transfers), {c: dict(v) for c, v in m.bytes_by_client.items()})
                       for m in (eng.mcif, eng.cvif)]
@@ -597,8 +598,7 @@ class StepCache:
                 return result, self._no("checks")
             checks.append((syncs[c.sync_id], c.cycle - t0))
         entry = Entry(
-            env._now - t0, [(u, k, s - t0, e - t0, _relabel(lab, f)) for u, k, s, e, lab in
-                            eng.activity.spans[n_spans:]],
+            env._now - t0, _relative_spans(eng.activity, n_spans, t0, f),
             memifs, stats, read_values, tuple(sorted(regs, key=str)), pointers, pointer_reads,
             tuple((name, stats_before[name]["layers"] % 2 ^ f) for name in stats
                   if "layers" in stats[name]), pool_sizes, cdma_end, pools, channels,
@@ -720,8 +720,8 @@ class StepCache:
         while env._queue:
             env.step()              # the ended master's event, due now, nobody waiting
         env._now = t0 + entry.duration
-        eng.activity.spans.extend((u, k, t0 + s, t0 + e, _relabel(lab, f))
-                                  for u, k, s, e, lab in entry.spans)
+        eng.activity.append_block(entry.spans, t0,
+                                  [_relabel(lab, f) for lab in entry.spans.labels])
         for m, rec in zip((eng.mcif, eng.cvif), entry.memifs):
             if m is None:
                 continue
@@ -819,6 +819,14 @@ class StepCache:
         return result
 
 
+def _relative_spans(log: ActivityLog, mark: int, t0: float, f: int) -> SpanBlock:
+    """The piece's spans (made since `mark`) as a block relative to its start `t0`, labels
+    relabelled; the log keeps them as a block too (a replay then appends the entry's block
+    shifted: `t0 + start` per span, as many spans, no tuples made)."""
+    block = log.freeze_since(mark)
+    return block.relative(t0, [_relabel(lab, f) for lab in block.labels])
+
+
 def _relabel(label: str, f: int) -> str:
     """A unit's layer span names its register group (units/base.py): relabelled."""
     if f and label.startswith("layer g"):
@@ -847,9 +855,10 @@ def _compare(a: Entry, b: Entry, where: str) -> None:
                                  f"of the same key at {path}")
 
 
-def _busy_totals(spans: list) -> dict[str, float]:
-    from .activity import ActivityLog
-    return {u: k.get("busy", 0.0) for u, k in ActivityLog(list(spans)).totals().items()}
+def _busy_totals(spans: SpanBlock) -> dict[str, float]:
+    log = ActivityLog()
+    log.append_block(spans)
+    return {u: k.get("busy", 0.0) for u, k in log.totals().items()}
 
 
 def _diff(x, y, path: str) -> str | None:
