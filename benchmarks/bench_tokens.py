@@ -11,7 +11,8 @@ the runs, and prints SimPy events, CPU seconds (time.process_time, the minimum o
 runs: the machine is shared), simulated cycles (must be equal: the runs are exact) and the CPU
 ratio to nv_large.  The step cache (helper "reuse") is off unless `--step-cache`.  `--coarse`
 compares coarse stripes off and on instead (helper "stripes"; token runs on in both); without it
-coarse stripes are off in both columns.  Nothing is
+coarse stripes are off in both columns.  `--flying` compares SDP taking a convolution's stripes
+without events (timing/sdp.py FlyingWriter) off and on, token runs on in both.  Nothing is
 asserted here (no timed tests); docs/performance.md records the figures.
 """
 from __future__ import annotations
@@ -33,13 +34,15 @@ CONFIGS = {"nv_large": "nv_large", "nv_small_256": "nv_small_256", "nv_small": "
            "nv_full": "nv_full", **VARIANTS}
 
 
-def run(hardware, runs: bool, coarse: int | None = None) -> tuple[int, float, float]:
+def run(hardware, runs: bool, coarse: int | None = None, flying: bool = True
+        ) -> tuple[int, float, float]:
     """(events, CPU s, cycles) of timing-only ResNet-50 INT8 at 10 GB/s (`coarse`: the value of
     NVDLA_SIM_COARSE_STRIPES, None: its default)."""
     from nvdla_sim.compiler.lower import lower_and_run
     from nvdla_sim.scenario.runner import context, prepare
     from nvdla_sim.scenario.schema import parse_scenario
     os.environ["NVDLA_SIM_TOKEN_RUNS"] = "1" if runs else "0"
+    os.environ["NVDLA_SIM_FLYING_WRITER"] = "1" if flying else "0"
     if coarse is None:
         os.environ.pop("NVDLA_SIM_COARSE_STRIPES", None)
     else:
@@ -53,7 +56,8 @@ def run(hardware, runs: bool, coarse: int | None = None) -> tuple[int, float, fl
     cpu0 = time.process_time()
     res = lower_and_run(prep.plan, ctx)
     cpu = time.process_time() - cpu0
-    return next(res.engine_result.engine.env._eid), cpu, res.total_cycles
+    engine = res.engine_result.engine
+    return next(engine.env._eid) - engine.timing.reserved_events, cpu, res.total_cycles
 
 
 def main() -> int:
@@ -64,6 +68,9 @@ def main() -> int:
     ap.add_argument("--coarse", action="store_true",
                     help="off / on: coarse stripes (NVDLA_SIM_COARSE_STRIPES) 0 / 16, token "
                          "runs on in both; the cycles column gives the total's relative change")
+    ap.add_argument("--flying", action="store_true",
+                    help="off / on: SDP taking stripes without events (NVDLA_SIM_FLYING_WRITER, "
+                         "timing/sdp.py FlyingWriter), token runs on in both")
     args = ap.parse_args()
     if not args.step_cache:
         os.environ["NVDLA_SIM_NO_STEP_CACHE"] = "1"
@@ -80,8 +87,12 @@ def main() -> int:
         for runs in (False, True):
             best = None
             for _ in range(args.repeat):
-                events, cpu, cycles = run(hw, True, 16 if runs else 0) if args.coarse \
-                    else run(hw, runs, 0)
+                if args.coarse:
+                    events, cpu, cycles = run(hw, True, 16 if runs else 0)
+                elif args.flying:
+                    events, cpu, cycles = run(hw, True, 0, flying=runs)
+                else:               # token runs off / on (and with them the FlyingWriter)
+                    events, cpu, cycles = run(hw, runs, 0)
                 best = (events, cpu, cycles) if best is None or cpu < best[1] else best
             figures[runs] = best
         (ev0, cpu0, cyc0), (ev1, cpu1, cyc1) = figures[False], figures[True]
