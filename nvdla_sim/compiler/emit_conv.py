@@ -267,7 +267,7 @@ def plan_cbuf(hw: HardwareConfig, channels: int, in_h: int, in_w: int, kernels: 
     raise NvdlaSimError(
         f"convolution does not fit CBUF: one kernel group of weights needs {wt_group} banks and "
         f"{dilated_r} input lines need {-(-eps * dilated_r // depth)} banks, "
-        f"{hw.name} has {banks}")
+        f"{hw.name} has {banks} (cbuf.banks) of {depth} entries (cbuf.bank_depth)")
 
 
 # -- registers ---------------------------------------------------------------------------------
@@ -559,6 +559,16 @@ def place_weights(b: ProgramBuilder, alloc: Allocator, layer: ConvLayer) -> Weig
 def conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement,
                    images: int = 1) -> CbufPlan:
     """The CBUF plan `emit_conv` uses for `layer` reading `src` (`images` of a batch)."""
+    try:
+        return _conv_cbuf_plan(hw, layer, src, images)
+    except NvdlaSimError as exc:              # name the layer (the message names the fields)
+        if str(exc).startswith(f"{layer.name}:"):
+            raise
+        raise type(exc)(f"{layer.name}: {exc}") from None
+
+
+def _conv_cbuf_plan(hw: HardwareConfig, layer: ConvLayer, src: TensorPlacement,
+                    images: int) -> CbufPlan:
     k, c, r, s = np.shape(layer.weights)
     dtype = layer.dtype
     dilated_r = (r - 1) * layer.dilation[0] + 1

@@ -179,6 +179,9 @@ def _check(cfg: HardwareConfig, where: str) -> None:
         raise NvdlaSimError(f"{where}memory_atomic_bytes: must not exceed atomic_c ({cfg.atomic_c})")
     if cfg.atomic_k > cfg.atomic_c * 2 and cfg.atomic_k > 64:
         raise NvdlaSimError(f"{where}atomic_k: {cfg.atomic_k} is not a valid MAC array width")
+    if cfg.atomic_k < 2:        # else the run completes and only its energy report fails
+        raise NvdlaSimError(f"{where}atomic_k: at least 2, got {cfg.atomic_k} (the CACC delivery "
+                            "buffer and a 16-bit kernel group are atomic_k / 2 wide)")
     for name in ("bs_throughput", "bn_throughput"):
         positive(f"sdp.{name}", getattr(cfg.sdp, name))
     if not isinstance(cfg.sdp.ew_throughput, int) or cfg.sdp.ew_throughput < 0:
@@ -207,6 +210,22 @@ def _check(cfg: HardwareConfig, where: str) -> None:
     unknown = set(cfg.data_types) - {"int8", "int16", "fp16"}
     if unknown or not cfg.data_types:
         raise NvdlaSimError(f"{where}data_types: must list int8, int16 or fp16, got {list(cfg.data_types)}")
+    _check_energy_model(cfg, where)
+
+
+def _check_energy_model(cfg: HardwareConfig, where: str) -> None:
+    """What the energy report (computed after the run) needs of the configuration, checked
+    before it: the energy table file loads and CACTI can size every SRAM macro (CBUF banks of at
+    least 64 bytes and 2 entries...).  Each error names the field."""
+    from ..energy.cacti import _check_geometry      # the rule the energy model applies
+    from ..energy.model import sram_macros
+    from ..energy.table import load_table
+    try:
+        load_table(cfg.energy_table)                # cached: the report reuses it
+        for geom in sram_macros(cfg):               # CVSRAM is the scenario's (memory.cvsram_bytes)
+            _check_geometry(geom)
+    except NvdlaSimError as exc:
+        raise NvdlaSimError(f"{where}{exc}") from None
 
 
 def load_hardware(spec: str | Path | dict, overrides: dict | None = None) -> HardwareConfig:
