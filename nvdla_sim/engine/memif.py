@@ -300,6 +300,15 @@ class MemoryInterface:
         spans = tracker._open
         booked = 0
         now = env._now
+        # The state the loop changes, in locals (nothing else runs inside it), written back
+        # after: the same floats in the same order as the loop on the attributes.
+        free = pool.free
+        port = ports["read"]
+        own_bus = bus["read"]
+        mem = self._memory_free
+        cur = spans.get("busy")
+        if cur is not None and cur[2] != label:
+            cur = None
         while booked < count:
             t = port_free                    # sleep_event(env, port_free)
             if t > now:
@@ -310,45 +319,50 @@ class MemoryInterface:
                 break
             else:
                 wake = now
-            if not need <= pool.free + 1e-6:
+            if not need <= free + 1e-6:
                 break
-            env._now = now = wake
-            pool.free -= need
+            now = wake
+            free -= need
             # reserve(client, "read", nbytes), written out
-            start = ports["read"]
+            start = port
             if now > start:
                 start = now
             last_request = start + head
-            port_free = ports["read"] = last_request + interval
-            own_bus = bus_free = bus["read"]
-            if shared and self._memory_free > bus_free:
-                bus_free = self._memory_free
+            port_free = port = last_request + interval
+            bus_free = own_bus
+            if shared and mem > bus_free:
+                bus_free = mem
             data_start = start + latency
             if bus_free > data_start:
                 data_start = bus_free
-            last = last_request + latency + req_cycles - 1
-            tail = data_start + data_cycles - 1
-            if tail > last:
-                last = tail
-            bus["read"] = (own_bus if own_bus > data_start else data_start) + data_cycles
+            own_bus = (own_bus if own_bus > data_start else data_start) + data_cycles
             if shared:
-                mem = self._memory_free
-                self._memory_free = (mem if mem > data_start else data_start) + mem_cycles
-            per["read"] += nbytes
+                mem = (mem if mem > data_start else data_start) + mem_cycles
             if record is not None:
+                last = last_request + latency + req_cycles - 1
+                tail = data_start + data_cycles - 1
+                if tail > last:
+                    last = tail
                 record((start, last + 1, client, "read", nbytes))
             # tracker.busy(port_free - port_cycles, port_free, label), written out
             span_start = port_free - port_cycles
             if port_free > span_start:
-                cur = spans.get("busy")
-                if cur is not None and cur[2] == label and span_start <= cur[1] + 1e-9:
+                if cur is not None and span_start <= cur[1] + 1e-9:
                     if port_free > cur[1]:
                         cur[1] = port_free
                 else:
                     tracker.span("busy", span_start, port_free, label)
+                    cur = spans.get("busy")
             booked += 1
         if booked:
-            used = pool.capacity - pool.free
+            env._now = now
+            pool.free = free
+            ports["read"] = port
+            bus["read"] = own_bus
+            if shared:
+                self._memory_free = mem
+            per["read"] += booked * nbytes
+            used = pool.capacity - free
             if used > pool.peak:
                 pool.peak = used
         return booked, port_free
