@@ -136,19 +136,24 @@ def _loop(memif: MemoryInterface, env: _Env, pool: Pool, tracker: Tracker, count
     ("rtl_testbench", 1000.0, 256, [], 10_000),
     ("ddr4_2400", 1300.0, 96, [1e5], 10_000),    # refresh and row misses: non-integer cycles
 ])
-def test_read_run_books_as_the_request_loop(profile, clock, bytes_, due, credits):
+@pytest.mark.parametrize("record,open_end", [(True, 17.25), (False, 17.25), (False, 10.0)])
+def test_read_run_books_as_the_request_loop(profile, clock, bytes_, due, credits, record,
+                                            open_end):
+    """`record` False: the C loop (kernels/read_run.pyx); `open_end` 10: the open busy span
+    ends before the first request, which opens a new one."""
     from nvdla_sim.engine.activity import ActivityLog
     from nvdla_sim.engine.memif import load_memory_profile
     runs = []
     for one_call in (True, False):
         env = _Env(17.25, due)
-        memif = MemoryInterface(env, "MCIF", load_memory_profile(profile), 8, clock)
+        memif = MemoryInterface(env, "MCIF", load_memory_profile(profile), 8, clock,
+                                record_transfers=record)
         memif._memory_free = 40.1                 # writes earlier on the shared cap
         memif._bus_free["read"] = 20.0
         pool = Pool(env, "weights", credits)
         log = ActivityLog()
         tracker = Tracker(log, "CDMA_WT")
-        tracker.busy(0.0, 17.25, "read")
+        tracker.busy(0.0, open_end, "read")
         if one_call:
             out = memif.read_run("CDMA_WT", bytes_, 500, memif._port_free["read"], pool, 1.5,
                                  tracker, "read")

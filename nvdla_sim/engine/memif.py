@@ -16,6 +16,7 @@ from pathlib import Path
 import simpy
 
 from ..errors import NvdlaSimError
+from ..kernels.read_run import run_reads
 from ..yaml_file import read_profile
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "memory_profiles"
@@ -309,6 +310,24 @@ class MemoryInterface:
         cur = spans.get("busy")
         if cur is not None and cur[2] != label:
             cur = None
+        if record is None:
+            # the loop below in C doubles (kernels/read_run.pyx: the same operations)
+            merge = cur is not None
+            cur_end = cur[1] if merge else 0.0
+            while booked < count:
+                (n, now, free, port, own_bus, mem, port_free, cur_end, new_span,
+                 span_start) = run_reads(now, peek, count - booked, port_free, free, need, port,
+                                         own_bus, mem, bool(shared), head, interval, latency,
+                                         data_cycles, mem_cycles, port_cycles, cur_end, merge)
+                if merge:
+                    cur[1] = cur_end
+                booked += n
+                if not new_span:
+                    break
+                tracker.span("busy", span_start, port_free, label)
+                cur = spans.get("busy")
+                merge, cur_end = True, cur[1]
+            count = 0                        # the loop below books nothing more
         while booked < count:
             t = port_free                    # sleep_event(env, port_free)
             if t > now:
