@@ -220,13 +220,15 @@ def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
     from .compiler.multicore import run_prepared      # lower_and_run, or dla_cores: 2
     from .report.tables import build_report, write_reports
     from .scenario.runner import context
+    from .report.plot_worker import draws_figures, start_plotter
+    plotter = start_plotter(draws_figures(scn))    # imports matplotlib while the run goes
     with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
         result, cores = run_prepared(prep, context(prep))
     values = batch_values(prep.plan, result) if scn.values else None
     report = build_report(prep, result, values)
     report.cores = cores
     _plain_numbers(report)
-    write_reports(report, prep, result, scn.outputs.directory)
+    write_reports(report, prep, result, scn.outputs.directory, plotter)
     layers = prep.plan.layers
     return RunReport(data, report, _network_outputs(prep, values),
                      hardware_layers=sum(layer.kind != "gpu" for layer in layers),

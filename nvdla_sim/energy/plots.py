@@ -11,9 +11,16 @@ COLOURS = {"DRAM": "#d62728", "CVSRAM": "#ff9896", "CBUF": "#1f77b4", "MAC": "#2
 
 
 def plot_layer_energy(rep, path: Path) -> None:
+    """layer_energy.png: `layer_energy_figure`."""
+    from ..report.plots import default_style, save
+    with default_style():
+        save(layer_energy_figure(rep), path)
+
+
+def layer_energy_figure(rep):
     """One horizontal stacked bar per DLA layer (first layer on top, names legible like
     layer_cycles.png beside it): uJ by component, one bar collection per component."""
-    from ..report.plots import hbars, layer_bar_figure, legend_beside, save
+    from ..report.plots import axes_title, hbars, layer_bar_figure, legend_beside
 
     rows = [r for r in rep.rows if r.device == "DLA" and r.energy_uj is not None]
     splits = [(r.energy or {}).get("split_uj", {}) for r in rows]
@@ -29,7 +36,7 @@ def plot_layer_energy(rep, path: Path) -> None:
     title = f"{rep.scenario}: {rep.network} on {rep.hardware}"
     if rep.energy_mj is not None:
         title += f"  ({rep.energy_mj:.3f} mJ, {rep.area_mm2:.2f} mm^2)"
-    ax.set_title(title, fontsize=10)
+    axes_title(ax, title)
     if used:
         legend_beside(ax, {c: COLOURS[c] for c in used})
-    save(fig, path)
+    return fig

@@ -3,10 +3,14 @@
 Drawn cheaply (issue 20: they were half of a timing-only ResNet-50 command): matplotlib's Agg
 canvas without pyplot, a fixed layout computed from the label lengths instead of
 `tight_layout` (which draws every text twice), one bar collection per colour instead of one
-rectangle artist per bar, 100 dpi.  `layer_bar_figure` is shared with the energy plot.
+rectangle artist per bar, 100 dpi, the title placed without measuring the axes.
+`layer_bar_figure` is shared with the energy plot.  A values+timing command draws them in the
+process report/plot_worker.py forks when the run starts (matplotlib imported meanwhile, the
+figures side by side); the `*_figure` functions return the figure (tests look at its artists).
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from pathlib import Path
 
 from .tables import Report
@@ -76,13 +80,35 @@ def legend_beside(ax, colours: dict[str, str]) -> None:
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
+def axes_title(ax, title: str) -> None:
+    # y given: matplotlib then skips measuring the x axis's tick labels to lift the title over
+    # them (they are below the axes: the same place, ~10 % of a figure's drawing)
+    ax.set_title(title, fontsize=10, y=1.0)
+
+
 def save(fig, path: Path) -> None:
     # zlib level 3: a tenth of the encoding time of the default for a few per cent more bytes
     fig.savefig(path, dpi=DPI, pil_kwargs={"compress_level": 3})
 
 
+@contextmanager
+def default_style():
+    """matplotlib's own defaults while a report figure is built and saved (the fixed layouts
+    assume its font sizes), whatever the process set before: zigzag's plot module sets 22-point
+    axis labels when imported, and the plot process inherits what its parent had."""
+    import matplotlib.style
+    with matplotlib.style.context("default"):
+        yield
+
+
 def plot_layer_cycles(rep: Report, path: Path) -> None:
-    """One bar per DLA layer (cycles), coloured by what bounds it (MAC, memory, CBUF...), as a PNG."""
+    """layer_cycles.png: `layer_cycles_figure`."""
+    with default_style():
+        save(layer_cycles_figure(rep), path)
+
+
+def layer_cycles_figure(rep: Report):
+    """One bar per DLA layer (cycles), coloured by what bounds it (MAC, memory, CBUF...)."""
     from matplotlib.ticker import FuncFormatter
 
     rows = [r for r in rep.rows if r.device == "DLA" and r.cycles is not None]
@@ -99,17 +125,23 @@ def plot_layer_cycles(rep: Report, path: Path) -> None:
     title = f"{rep.scenario}: {rep.network} on {rep.hardware}"
     if rep.ms is not None:
         title += f"  ({rep.ms:.3f} ms at {rep.clock_mhz:g} MHz)"
-    ax.set_title(title, fontsize=10)
+    axes_title(ax, title)
     if used:
         legend_beside(ax, used)
     if not rows:
         ax.text(0.5, 0.5, "no hardware layer ran on the DLA", transform=ax.transAxes, ha="center")
-    save(fig, path)
+    return fig
 
 
 def plot_layer_statistics(rep: Report, path: Path) -> None:
+    """layer_statistics.png: `layer_statistics_figure`."""
+    with default_style():
+        save(layer_statistics_figure(rep), path)
+
+
+def layer_statistics_figure(rep: Report):
     """Per DLA row: saturated results as a share of its output elements' counters (left) and
-    LUT lookups split into hits, underflows and overflows (right), as a PNG."""
+    LUT lookups split into hits, underflows and overflows (right)."""
     from .statistics import LUT_RANGE_FLAG, lut_counts, lut_lookups, saturations
 
     rows = [r for r in rep.rows if r.device == "DLA" and r.statistics is not None]
@@ -138,4 +170,4 @@ def plot_layer_statistics(rep: Report, path: Path) -> None:
     ax_lut.set_xlabel("share of LUT lookups")
     legend_beside(ax_lut, shares)
     fig.suptitle(f"{rep.scenario}: statistics registers per layer (red: flagged)", fontsize=10)
-    save(fig, path)
+    return fig

@@ -325,11 +325,35 @@ def write_json(rep: Report, path: Path) -> None:
     path.write_text(json.dumps(rep.to_json(), indent=1) + "\n")
 
 
-def write_reports(rep: Report, prep, result: PlanResult | None, out_dir: Path) -> list[Path]:
-    """Console table, JSON, CSV and plots as the scenario's `outputs` asks; returns files written."""
+def write_reports(rep: Report, prep, result: PlanResult | None, out_dir: Path,
+                  plotter=None) -> list[Path]:
+    """Console table, JSON, CSV, timeline and plots as the scenario's `outputs` asks; returns
+    files written.  `plotter` (report.plot_worker.start_plotter, started with the run) draws the
+    figures while the tables and the trace are written; without one they are drawn here."""
+    from .plot_worker import Plotter
     spec = prep.scenario.outputs
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
+    plotter = plotter or Plotter()
+    figures = []                                # (function, (data, path)), drawn by `plotter`
+    if spec.draw_plots(prep.scenario.values) and rep.total_cycles is not None:
+        from .plots import plot_layer_cycles
+        figures.append((plot_layer_cycles, (rep, out_dir / "layer_cycles.png")))
+        if rep.energy_mj is not None:
+            from ..energy.plots import plot_layer_energy
+            figures.append((plot_layer_energy, (rep, out_dir / "layer_energy.png")))
+        if any_counter_nonzero(rep):
+            from .plots import plot_layer_statistics
+            figures.append((plot_layer_statistics, (rep, out_dir / "layer_statistics.png")))
+    timeline = spec.timeline and result is not None and result.engine_result is not None
+    if timeline:
+        from .timeline import draw_utilization, memory_tracks, network_layer_spans, utilization
+        engine = result.engine_result.engine
+        tracks, layers = memory_tracks(engine), network_layer_spans(rep.rows, result.layers)
+        binned = utilization(engine.activity, tracks, result.total_cycles, rep.scenario,
+                             layers=layers)
+        figures.append((draw_utilization, (binned, out_dir / "timeline.png")))
+    plotter.submit(figures)
     written = []
     if "console" in spec.formats:
         print(format_console(rep))
@@ -339,26 +363,10 @@ def write_reports(rep: Report, prep, result: PlanResult | None, out_dir: Path) -
     if "csv" in spec.formats:
         written.append(out_dir / "report.csv")
         write_csv(rep, written[-1])
-    if spec.draw_plots(prep.scenario.values) and rep.total_cycles is not None:
-        from .plots import plot_layer_cycles
-        written.append(out_dir / "layer_cycles.png")
-        plot_layer_cycles(rep, written[-1])
-        if rep.energy_mj is not None:
-            from ..energy.plots import plot_layer_energy
-            written.append(out_dir / "layer_energy.png")
-            plot_layer_energy(rep, written[-1])
-        if any_counter_nonzero(rep):
-            from .plots import plot_layer_statistics
-            written.append(out_dir / "layer_statistics.png")
-            plot_layer_statistics(rep, written[-1])
-    if spec.timeline and result is not None and result.engine_result is not None:
-        from .timeline import memory_tracks, network_layer_spans, plot_utilization, write_trace_events
-        engine = result.engine_result.engine
-        tracks, layers = memory_tracks(engine), network_layer_spans(rep.rows, result.layers)
+    if timeline:
+        from .timeline import write_trace_events
         written.append(out_dir / "timeline.trace.json")
         write_trace_events(engine.activity, tracks, written[-1], rep.clock_mhz, rep.scenario,
                            layers=layers, total_cycles=result.total_cycles)
-        written.append(out_dir / "timeline.png")
-        plot_utilization(engine.activity, tracks, written[-1], result.total_cycles, rep.scenario,
-                         layers=layers)
-    return written
+    plotter.wait()
+    return written + [args[1] for _, args in figures]

@@ -340,44 +340,85 @@ BUSY_COLOUR, STALL_COLOUR = "#1f77b4", "#ff7f0e"
 READ_COLOUR, WRITE_COLOUR = "#2ca02c", "#9467bd"
 
 
+@dataclass
+class Utilization:
+    """What the timeline PNG draws, binned (a few KB: handed to the plot process whole)."""
+    title: str
+    total_cycles: float
+    edges: np.ndarray                               # bins + 1 cycle edges
+    units: list[str]                                # rows, first on top
+    fractions: dict[tuple[str, str], np.ndarray]    # (unit, "busy"/"stall"): covered share per bin
+    memory: list[tuple[str, dict[str, np.ndarray], float, bool]]  # name, B/cycle r/w, cap, shared
+    layers: list[LayerSpan]
+
+
+def utilization(log: ActivityLog, transfers, total_cycles: float, title: str = "",
+                bins: int = 1200, layers=None) -> Utilization:
+    """Each unit's busy and stalled share of every time bin and each memory interface's bytes per
+    cycle, over `bins` bins of the run."""
+    tracks = [t for t in _as_tracks(list(transfers)) if t.transfers]
+    all_spans = log.spans
+    total = max([total_cycles, 1.0] + [s[3] for s in all_spans])
+    edges = np.linspace(0.0, total, bins + 1)
+    width = edges[1] - edges[0]
+    spans: dict[tuple[str, str], tuple[list, list]] = {}
+    for unit, kind, s, e, _ in all_spans:
+        if kind in ("busy", "stall"):
+            starts_ends = spans.setdefault((unit, kind), ([], []))
+            starts_ends[0].append(s)
+            starts_ends[1].append(e)
+    fractions = {key: covered(*merge_intervals(*map(np.array, se)), edges) / width
+                 for key, se in spans.items()}
+    units = sorted({unit for unit, _ in spans}, key=_unit_key)
+    memory = [(tr.name, *bandwidth(tr, edges)) for tr in tracks]
+    return Utilization(title, total, edges, units, fractions, memory, _as_layers(layers))
+
+
 def plot_utilization(log: ActivityLog, transfers, path: Path, total_cycles: float,
                      title: str = "", bins: int = 1200, layers=None, dpi: int = 100) -> None:
     """Rows per unit (busy above the row's line, stall below, as the fraction of each time bin),
     the network's layers named along the top with their boundaries across every panel, and per
     memory interface the bytes per cycle that crossed its data bus (read/write, cap dashed)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    draw_utilization(utilization(log, transfers, total_cycles, title, bins, layers), path, dpi)
+
+
+def draw_utilization(u: Utilization, path: Path, dpi: int = 100) -> None:
+    """The timeline PNG of `utilization`: matplotlib's Agg canvas without pyplot, the layout fixed
+    before drawing (the layer names are fitted to the axes' width without a first draw), one
+    collection for the layer bands and one for their boundaries per panel."""
+    from .plots import default_style
+    with default_style():
+        fig = utilization_figure(u, dpi)
+        fig.savefig(path, dpi=dpi, pil_kwargs={"compress_level": 3})   # see plots.save
+
+
+def utilization_figure(u: Utilization, dpi: int = 100):
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
     from matplotlib.patches import Patch
     from matplotlib.ticker import FuncFormatter
 
-    tracks = [t for t in _as_tracks(list(transfers)) if t.transfers]
-    layers = _as_layers(layers)
-    total = max([total_cycles, 1.0] + [s[3] for s in log.spans])
-    edges = np.linspace(0.0, total, bins + 1)
-    width = edges[1] - edges[0]
-    units = sorted({s[0] for s in log.spans if s[1] in ("busy", "stall")}, key=_unit_key)
-    heights = ([1.3] if layers else []) + [max(2.0, 0.32 * len(units))] + [1.1] * len(tracks)
-    fig, axes = plt.subplots(len(heights), 1, figsize=(16, sum(heights) + 1.2), sharex=True,
-                             gridspec_kw={"height_ratios": heights, "hspace": 0.08})
-    axes = list(np.atleast_1d(axes))
+    layers, units, total = u.layers, u.units, u.total_cycles
+    heights = ([1.3] if layers else []) + [max(2.0, 0.32 * len(units))] + [1.1] * len(u.memory)
+    fig_h = sum(heights) + 1.2
+    fig = Figure(figsize=(16, fig_h), dpi=dpi)
+    FigureCanvasAgg(fig)
+    axes = list(fig.subplots(len(heights), 1, sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": heights, "hspace": 0.08})[:, 0])
+    # the layout before anything is drawn: the layer names are fitted to these widths
+    fig.subplots_adjust(left=0.07, right=0.86, top=1 - 0.5 / fig_h, bottom=0.6 / fig_h)
+    axes[-1].set_xlim(0, total)
     ax_layers = axes.pop(0) if layers else None
     ax_units, ax_mem = axes[0], axes[1:]
+    edges = u.edges
     x = (edges[:-1] + edges[1:]) / 2
-    spans = {}
-    for unit, kind, s, e, _ in log.spans:
-        spans.setdefault((unit, kind), ([], []))
-        spans[(unit, kind)][0].append(s)
-        spans[(unit, kind)][1].append(e)
     for row, unit in enumerate(units):
         base = len(units) - 1 - row           # first unit on top
         for kind, colour, sign in (("busy", BUSY_COLOUR, 1), ("stall", STALL_COLOUR, -1)):
-            if (unit, kind) not in spans:
-                continue
-            ms, me = merge_intervals(*map(np.array, spans[(unit, kind)]))
-            frac = covered(ms, me, edges) / width
-            top = base + 0.5 + sign * 0.42 * frac
-            ax_units.fill_between(x, base + 0.5, top, step="mid", color=colour, lw=0)
+            frac = u.fractions.get((unit, kind))
+            if frac is not None:
+                ax_units.fill_between(x, base + 0.5, base + 0.5 + sign * 0.42 * frac,
+                                      step="mid", color=colour, lw=0)
         ax_units.axhline(base + 0.5, color="0.8", lw=0.4)
     ax_units.set_yticks([len(units) - 1 - i + 0.5 for i in range(len(units))])
     ax_units.set_yticklabels(units, fontsize=8)
@@ -389,8 +430,7 @@ def plot_utilization(log: ActivityLog, transfers, path: Path, total_cycles: floa
     if not units:
         ax_units.text(0.5, 0.5, "no unit activity recorded", transform=ax_units.transAxes,
                       ha="center")
-    for ax, tr in zip(ax_mem, tracks):
-        bw, cap, shared = bandwidth(tr, edges)
+    for ax, (name, bw, cap, shared) in zip(ax_mem, u.memory):
         if shared:
             ax.stackplot(x, bw["read"], bw["write"], colors=[READ_COLOUR, WRITE_COLOUR], step="mid",
                          labels=["read", "write"], lw=0)
@@ -402,38 +442,37 @@ def plot_utilization(log: ActivityLog, transfers, path: Path, total_cycles: floa
             ax.axhline(cap, color="k", ls="--", lw=0.8,
                        label=f"cap {cap:g} B/cycle" + (" (read+write)" if shared else " per direction"))
             ax.set_ylim(0, cap * 1.15)
-        ax.set_ylabel(f"{tr.name.split()[0]}\nB/cycle", fontsize=8)
+        ax.set_ylabel(f"{name.split()[0]}\nB/cycle", fontsize=8)
         ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), fontsize=8, frameon=False)
     if layers:
         _draw_layers(fig, ax_layers, [ax_units] + ax_mem, layers)
     axes[-1].set_xlabel(f"cycle (run: {total:,.0f} cycles)")
     axes[-1].xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    axes[-1].set_xlim(0, total)
-    (ax_layers or ax_units).set_title(title, fontsize=11, loc="left")
-    fig.subplots_adjust(left=0.07, right=0.86, top=1 - 0.5 / (sum(heights) + 1.2),
-                        bottom=0.6 / (sum(heights) + 1.2))
-    fig.savefig(path, dpi=dpi)
-    plt.close(fig)
+    (ax_layers or ax_units).set_title(u.title, fontsize=11, loc="left", y=1.0)
+    return fig
 
 
 def _draw_layers(fig, ax, below: list, layers: list[LayerSpan]) -> None:
     """Alternating bands named after the layers (rotated; a name that would collide with the
     previous one is left to its number), and the boundaries as lines through the other panels."""
+    from matplotlib.collections import PolyCollection
     ax.set_yticks([])
     ax.set_ylim(0, 1)
     ax.set_ylabel("layers", fontsize=8)
-    fig.canvas.draw()
-    x0, x1 = ax.get_xlim()
-    if x1 <= x0:
-        x0, x1 = 0, max(l.end for l in layers)
+    x0, x1 = ax.get_xlim()                      # set, and the layout fixed: no draw to measure
     bbox = ax.get_window_extent()
     cycles_per_pt = (x1 - x0) / max(bbox.width * 72 / fig.dpi, 1.0)
     text_pt = 7.5                               # a rotated 6.5 pt label's width plus air
+    ax.add_collection(PolyCollection(
+        [((l.start, 0), (l.end, 0), (l.end, 1), (l.start, 1)) for l in layers],
+        facecolors=["0.93" if i % 2 else "0.82" for i in range(len(layers))], edgecolors="none"),
+        autolim=False)
+    starts = [l.start for l in layers]
+    for other in below:
+        other.vlines(starts, 0, 1, transform=other.get_xaxis_transform(), colors="0.55", lw=0.4,
+                     zorder=0)
     last_x = -np.inf
-    for i, layer in enumerate(layers):
-        ax.axvspan(layer.start, layer.end, color="0.93" if i % 2 else "0.82", lw=0)
-        for other in below:
-            other.axvline(layer.start, color="0.55", lw=0.4, zorder=0)
+    for layer in layers:
         mid = (layer.start + layer.end) / 2
         band_pt = (layer.end - layer.start) / cycles_per_pt
         if band_pt >= 0.55 * 8 * len(layer.name) + 6:        # room to write it across

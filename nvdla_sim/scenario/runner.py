@@ -355,6 +355,9 @@ def execute(prep: Prepared, out_dir: Path | None = None):
     from ..report.tables import build_report, write_reports
     from ..compiler.lower import lower, run_lowered
     from ..compiler.subnetworks import overflow
+    from ..report.plot_worker import draws_figures, start_plotter
+    # the plots' process imports matplotlib on the other core while the network runs
+    plotter = start_plotter(draws_figures(prep.scenario))
     forced: dict[str, str] = {}
     while True:
         ctx = context(prep)
@@ -381,7 +384,7 @@ def execute(prep: Prepared, out_dir: Path | None = None):
     report.cores = cores
     if deploy is not None:
         report.deployment = deployment_of(prep, lowered, result).to_json()
-    write_reports(report, prep, result, out_dir or prep.scenario.outputs.directory)
+    write_reports(report, prep, result, out_dir or prep.scenario.outputs.directory, plotter)
     return report
 
 
