@@ -3,7 +3,7 @@
 Refusals: `nvdla-sim run` exits with one line naming the field, and the engine never starts
 (`run_lowered` is replaced by a function that fails the test).  Before this file, nv_small with
 `atomic_k: 1` simulated the whole network and then failed in the energy report; a missing
-`energy_table` file likewise; a CBUF too small for a convolution was refused without naming
+`energy_table` file and a 4 GiB CBUF (beyond CACTI) likewise; a CBUF too small for a convolution was refused without naming
 the layer or the CBUF fields.
 
 Accepted odd configurations run a ResNet-50 bottleneck (tests/test_array_configs.py) through the
@@ -53,6 +53,8 @@ def no_run(monkeypatch):
     ({"preset": "nv_full", "atomic_k": 1}, ["hardware.atomic_k", "at least 2"]),
     # banks of 4 x 8 bytes: below what CACTI (the energy report's SRAM model) can size
     ({"preset": "nv_small", "cbuf": {"bank_depth": 4}}, ["cbuf.bank_depth", "CACTI"]),
+    # 32 x 2^24 x 8 B = 4 GiB: CACTI's size wraps to 0 (it ran the whole network before)
+    ({"preset": "nv_small", "cbuf": {"bank_depth": 1 << 24}}, ["cbuf.bank_depth", "4 GiB"]),
     ({"preset": "nv_small", "energy_table": "/nonexistent/energy.yaml"},
      ["hardware.energy_table", "no such file"]),
     # the validator's older rules, for completeness: atom wider than the array's input

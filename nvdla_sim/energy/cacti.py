@@ -94,6 +94,9 @@ def _check_geometry(geom: SramGeometry) -> None:
     if geom.bytes < 64 * geom.banks or geom.depth < 2 * geom.banks:
         raise NvdlaSimError(f"{where}: CACTI cannot model a {geom.depth} x {geom.width_bytes}-byte "
                             f"{geom.name} (at least 64 bytes and 2 entries per bank)")
+    if geom.bytes >= 1 << 32:       # its size wraps to 0 ("Cache size must >=64"); 2 GiB runs
+        raise NvdlaSimError(f"{where}: CACTI cannot model a {geom.depth} x {geom.width_bytes}-byte "
+                            f"{geom.name} (less than 4 GiB)")
 
 
 def sram_cost(geom: SramGeometry, node_nm: float, cell: str = "itrs-lstp") -> SramCost:
