@@ -207,3 +207,50 @@ def test_resnet50_totals_and_step_busy_match_the_loop(monkeypatch):
         assert stats["stall_cycles"] == want[unit].get("stall", 0.0)
         assert stats["active_cycles"] == want[unit].get("layer", 0.0)
 
+
+
+# -- VP layer report: the stretches' units, bytes and bounds against straightforward loops --------
+def test_vp_layers_match_loops_over_spans_and_transfers(tmp_path):
+    from nvdla_sim.config import load_hardware
+    from nvdla_sim.engine import Engine
+    from nvdla_sim.frontends.vp_trace import parse_vp
+    from nvdla_sim.frontends.vp_writer import write_vp_trace
+    from nvdla_sim.report.vp_layers import CORES, LAYER_UNITS, _interface_cycles, vp_layers
+    from nvdla_sim.scenario.runner import context, prepare
+    from nvdla_sim.scenario.schema import load_scenario
+    scn = load_scenario(ROOT / "scenarios" / "lenet5_nv_full_fp16.yaml")
+    scn.mode = "timing-only"
+    prep = prepare(scn)
+    ctx = context(prep)
+    folder = write_vp_trace(lower.lower(prep.plan, ctx, name="lenet5").program, ctx.hw,
+                            tmp_path / "lenet5")
+    result = Engine(load_hardware("nv_full"), "ideal", compute_values=False).run(parse_vp(folder))
+    layers = vp_layers(result)
+    engine = result.engine
+    spans = list(engine.activity.iter_spans())
+    memifs = [m for m in (engine.mcif, engine.cvif) if m]
+    assert len(layers) >= 5 and len({x.bound for x in layers}) >= 2
+    for i, layer in enumerate(layers):
+        start, end, last = layer.start, layer.end, i == len(layers) - 1
+        units = []
+        for unit, kind, s, e, _ in spans:
+            if kind == "layer" and unit in LAYER_UNITS and start < e <= end and unit not in units:
+                units.append(unit)
+        assert layer.units == units
+        per_client, cand = {}, {}
+        for memif in memifs:
+            read = write = 0
+            for t0, _, client, direction, nbytes in memif.transfers:
+                if start <= t0 < end or (last and t0 >= end):
+                    key = client if memif is engine.mcif else f"{client}@{memif.name}"
+                    per_client.setdefault(key, {"read": 0, "write": 0})[direction] += nbytes
+                    read += nbytes if direction == "read" else 0
+                    write += nbytes if direction == "write" else 0
+            cand["memory"] = max(cand.get("memory", 0.0), _interface_cycles(memif, read, write))
+        assert list(layer.bytes.items()) == list(per_client.items())
+        for unit, kinds in loop_totals(spans, "busy", CORES, (start, end)).items():
+            cand[CORES[unit]] = kinds["busy"]
+        working = loop_length([(max(s, start), min(e, end)) for _, k, s, e, _ in spans
+                               if k == "layer" and min(e, end) > max(s, start)])
+        best = max(cand, key=cand.get)
+        assert layer.bound == ("CSB" if working < 0.5 * layer.cycles else best)

@@ -182,7 +182,10 @@ class ActivityLog:
         `units` when given, each cut to `clip` = (start, end) when given (empty cuts left
         out; without `clip` every span counts, as the straightforward merge counts them).
         Units and kinds in the order their first counted span was made."""
-        unit_set = None if units is None else set(units)
+        return merged_columns(self.columns(since), kind, units, clip)
+
+    def columns(self, since: int = 0) -> "Columns":
+        """The spans from `since` on as columns (times shifted, no labels)."""
         keys: dict[tuple[str, str], int] = {}
         key_parts, start_parts, end_parts = [], [], []
         for seg in self._since(since):
@@ -196,37 +199,61 @@ class ActivityLog:
             start_parts.append(starts)
             end_parts.append(ends)
         if not keys:
-            return {}
-        key_idx = np.concatenate(key_parts)
-        starts = np.concatenate(start_parts)
-        ends = np.concatenate(end_parts)
-        kept = None
-        if clip is not None:
-            starts = np.maximum(starts, clip[0])
-            ends = np.minimum(ends, clip[1])
-            kept = ends > starts
-        # spans grouped by key, each group in the order made (a stable sort: a radix sort of
-        # the small codes)
-        order = np.argsort(key_idx.astype(np.int16) if len(keys) < 2 ** 15 else key_idx,
-                           kind="stable")
-        grouped = key_idx[order]
-        bounds = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
-        names = list(keys)
-        found = []                          # (first span's position, unit, kind, total)
-        for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
-            unit, k = names[grouped[a]]
-            if (kind is not None and k != kind) or (unit_set is not None and unit not in unit_set):
+            return Columns([], np.empty(0, np.intp), np.empty(0), np.empty(0))
+        return Columns(list(keys), np.concatenate(key_parts), np.concatenate(start_parts),
+                       np.concatenate(end_parts))
+
+
+@dataclass
+class Columns:
+    """Spans as columns in the order made: span i is keys[key_idx[i]] (unit, kind), starts[i],
+    ends[i]."""
+    keys: list[tuple[str, str]]
+    key_idx: np.ndarray
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def of(self, kind: str | None = None, units: Iterable[str] | None = None) -> np.ndarray:
+        """Positions of the spans of one kind and of `units` (None: any), in order."""
+        unit_set = None if units is None else set(units)
+        wanted = np.array([(kind is None or k == kind) and (unit_set is None or u in unit_set)
+                           for u, k in self.keys] + [False], bool)
+        return np.flatnonzero(wanted[self.key_idx])
+
+
+def merged_columns(cols: Columns, kind: str | None = None, units: Iterable[str] | None = None,
+                   clip: tuple[float, float] | None = None) -> dict[str, dict[str, float]]:
+    """`ActivityLog.merged` of the spans in `cols`."""
+    if not cols.keys:
+        return {}
+    key_idx, starts, ends = cols.key_idx, cols.starts, cols.ends
+    kept = None
+    if clip is not None:
+        starts = np.maximum(starts, clip[0])
+        ends = np.minimum(ends, clip[1])
+        kept = ends > starts
+    # spans grouped by key, each group in the order made (a stable sort: a radix sort of the
+    # small codes)
+    order = np.argsort(key_idx.astype(np.int16) if len(cols.keys) < 2 ** 15 else key_idx,
+                       kind="stable")
+    grouped = key_idx[order]
+    bounds = np.flatnonzero(grouped[1:] != grouped[:-1]) + 1
+    unit_set = None if units is None else set(units)
+    found = []                          # (first span's position, unit, kind, total)
+    for a, b in zip([0, *bounds.tolist()], [*bounds.tolist(), len(order)]):
+        unit, k = cols.keys[grouped[a]]
+        if (kind is not None and k != kind) or (unit_set is not None and unit not in unit_set):
+            continue
+        where = order[a:b]
+        if kept is not None:
+            where = where[kept[where]]
+            if not len(where):
                 continue
-            where = order[a:b]
-            if kept is not None:
-                where = where[kept[where]]
-                if not len(where):
-                    continue
-            found.append((where[0], unit, k, merged_length(starts[where], ends[where])))
-        out: dict[str, dict[str, float]] = {}
-        for _, unit, k, total in sorted(found, key=lambda x: x[0]):
-            out.setdefault(unit, {})[k] = total
-        return out
+        found.append((where[0], unit, k, merged_length(starts[where], ends[where])))
+    out: dict[str, dict[str, float]] = {}
+    for _, unit, k, total in sorted(found, key=lambda x: x[0]):
+        out.setdefault(unit, {})[k] = total
+    return out
 
 
 def merged_length(starts: np.ndarray, ends: np.ndarray) -> float:
@@ -236,7 +263,9 @@ def merged_length(starts: np.ndarray, ends: np.ndarray) -> float:
 
     Which of several equal starts comes first does not change the groups (the first of them
     opens a group or joins the last exactly as any other would, the rest join), so a stable
-    sort by start alone gives the loop's groups, bit for bit."""
+    sort by start alone gives the loop's groups, bit for bit.  No intervals: 0.0."""
+    if not len(starts):
+        return 0.0
     order = np.argsort(starts, kind="stable")
     s, e = starts[order], ends[order]
     reach = np.maximum.accumulate(e)

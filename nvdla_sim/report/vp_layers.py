@@ -14,10 +14,13 @@ busy cycles), the memory (bytes moved at the interfaces' rates), the SDP / PDP /
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..engine.activity import ActivityLog
+import numpy as np
+
+from ..engine.activity import merged_columns, merged_length
 
 if TYPE_CHECKING:
     from ..engine import Engine, RunResult
@@ -51,23 +54,6 @@ class VpLayer:
         return sum(v["write"] for v in self.bytes.values())
 
 
-def _merged(intervals: list[tuple[float, float]]) -> float:
-    """Cycles the intervals cover, overlaps counted once (the activity log's own rule)."""
-    log = ActivityLog()
-    for s, e in intervals:
-        log.add("", "", s, e)
-    return log.totals().get("", {}).get("", 0.0)
-
-
-def _clipped(spans, start: float, end: float, kind: str, units) -> dict[str, float]:
-    """Per unit (of `units`, or every one), merged cycles of `kind` spans inside [start, end)."""
-    log = ActivityLog()
-    for unit, k, s, e, _ in spans:
-        if k == kind and (units is None or unit in units):
-            log.add(unit, k, max(s, start), min(e, end))
-    return {u: kinds[kind] for u, kinds in log.totals().items()}
-
-
 def _interface_cycles(memif, read: int, write: int) -> float:
     """Cycles the interface's data path needs for the bytes (a shared cap: read + write)."""
     if memif is None or not (read or write):
@@ -81,37 +67,37 @@ def _interface_cycles(memif, read: int, write: int) -> float:
 def vp_layers(result: "RunResult") -> list[VpLayer]:
     """The stretches of a VP replay (see the module doc)."""
     engine: Engine = result.engine
-    spans = engine.activity.spans
     start = result.first_write or 0.0
     last_intr = engine.glb.raised[-1][0] if engine.glb.raised else start
     bounds = [(f"{Path(u.where.file).name}:{u.where.line}" if u.where else "until",
                engine.glb.describe_bits(u.bits), u.satisfied) for u in result.untils]
     if not bounds or last_intr > bounds[-1][2]:
         bounds.append(("end", "-", last_intr))
-    memifs = [m for m in (engine.mcif, engine.cvif) if m]
+    memifs = [_Transfers(m, m is engine.mcif) for m in (engine.mcif, engine.cvif) if m]
+    # the spans as columns once; each stretch selects from them (a run makes 100 k+ spans)
+    cols = engine.activity.columns()
+    layer_spans = cols.of("layer")
+    finishing = cols.of("layer", LAYER_UNITS)
     layers = []
     for index, (where, interrupts, end) in enumerate(bounds):
         end = max(end, start)
+        last = index == len(bounds) - 1
         layer = VpLayer(index, where, interrupts, start, end)
-        for unit, kind, s, e, _ in spans:
-            if kind == "layer" and unit in LAYER_UNITS and start < e <= end \
-                    and unit not in layer.units:
+        ends = cols.ends[finishing]
+        done = finishing[(start < ends) & (ends <= end)]
+        for code in dict.fromkeys(cols.key_idx[done].tolist()):
+            unit = cols.keys[code][0]
+            if unit not in layer.units:
                 layer.units.append(unit)
         cand = {}
         for memif in memifs:
-            read = write = 0
-            for t0, _, client, direction, nbytes in memif.transfers:
-                if start <= t0 < end or (index == len(bounds) - 1 and t0 >= end):
-                    key = client if memif is engine.mcif else f"{client}@{memif.name}"
-                    per = layer.bytes.setdefault(key, {"read": 0, "write": 0})
-                    per[direction] += nbytes
-                    read += nbytes if direction == "read" else 0
-                    write += nbytes if direction == "write" else 0
-            cand["memory"] = max(cand.get("memory", 0.0), _interface_cycles(memif, read, write))
-        for unit, busy in _clipped(spans, start, end, "busy", CORES).items():
-            cand[CORES[unit]] = busy
-        working = _merged([(max(s, start), min(e, end)) for _, k, s, e, _ in spans
-                           if k == "layer" and min(e, end) > max(s, start)])
+            read, write = memif.add_bytes(layer.bytes, start, end, last)
+            cand["memory"] = max(cand.get("memory", 0.0),
+                                 _interface_cycles(memif.memif, read, write))
+        for unit, kinds in merged_columns(cols, "busy", CORES, (start, end)).items():
+            cand[CORES[unit]] = kinds["busy"]
+        s, e = np.maximum(cols.starts[layer_spans], start), np.minimum(cols.ends[layer_spans], end)
+        working = merged_length(s[e > s], e[e > s])
         best = max(cand, key=cand.get) if cand else None
         if best is None or working < 0.5 * layer.cycles:
             layer.bound = "CSB"
@@ -120,6 +106,42 @@ def vp_layers(result: "RunResult") -> list[VpLayer]:
         layers.append(layer)
         start = end
     return layers
+
+
+class _Transfers:
+    """A memory interface's transfer records as columns: start cycle, client, direction, bytes."""
+
+    def __init__(self, memif, main: bool):
+        self.memif = memif
+        records = memif.transfers
+        n = len(records)
+        self.starts = np.fromiter(map(itemgetter(0), records), np.float64, n)
+        names = {}
+        self.client = np.fromiter((names.setdefault(r[2], len(names)) for r in records),
+                                  np.intp, n)
+        self.names = [c if main else f"{c}@{memif.name}" for c in names]
+        self.write = np.fromiter((r[3] == "write" for r in records), bool, n)
+        self.nbytes = np.fromiter(map(itemgetter(4), records), np.int64, n)
+
+    def add_bytes(self, per_client: dict, start: float, end: float, last: bool) -> tuple[int, int]:
+        """Add the bytes of the transfers that start in [start, end) (the last stretch: from
+        `start` on) to `per_client` (clients in the order of their first transfer); returns the
+        bytes read and written."""
+        inside = self.starts >= start
+        if not last:
+            inside &= self.starts < end
+        sel = np.flatnonzero(inside)
+        client, write, nbytes = self.client[sel], self.write[sel], self.nbytes[sel]
+        read_total = write_total = 0
+        for code in dict.fromkeys(client.tolist()):
+            mine = client == code
+            per = per_client.setdefault(self.names[code], {"read": 0, "write": 0})
+            r, w = int(nbytes[mine & ~write].sum()), int(nbytes[mine & write].sum())
+            per["read"] += r
+            per["write"] += w
+            read_total += r
+            write_total += w
+        return read_total, write_total
 
 
 def _kib(n: int) -> str:
