@@ -3,7 +3,7 @@
 Refusals: `nvdla-sim run` exits with one line naming the field, and the engine never starts
 (`run_lowered` is replaced by a function that fails the test).  Before this file, nv_small with
 `atomic_k: 1` simulated the whole network and then failed in the energy report; a missing
-`energy_table` file and a 4 GiB CBUF (beyond CACTI) likewise; a CBUF too small for a convolution was refused without naming
+`energy_table` file, a 4 GiB CBUF and one CACTI cannot organise likewise; a CBUF too small for a convolution was refused without naming
 the layer or the CBUF fields.
 
 Accepted odd configurations run a ResNet-50 bottleneck (tests/test_array_configs.py) through the
@@ -79,6 +79,21 @@ def test_cbuf_too_small_for_a_layer_names_the_layer_and_fields(tmp_path, no_run,
                                                                layer, needles):
     rc, _, err = run_cli(["run", str(_scenario(tmp_path, hardware))])
     assert_one_line_error(rc, err, f"{layer}: convolution does not fit CBUF", *needles)
+
+
+TINY = {"name": "tiny", "input": [8, 8, 8],
+        "layers": [{"name": "c", "type": "conv", "out_channels": 8, "kernel": 1}]}
+
+
+def test_a_cbuf_cacti_cannot_organise_is_refused_before_the_run(tmp_path, no_run):
+    """32 banks of 16 x 8-byte entries: the network fits, but CACTI (which prices the report's
+    SRAMs) finds no array organisation; that came after the whole run."""
+    from nvdla_sim.energy.cacti import cacti_available
+    if not cacti_available():
+        pytest.skip("CACTI (zigzag-dse) is not installed: energy is reported as unavailable")
+    path = _scenario(tmp_path, {"preset": "nv_small", "cbuf": {"bank_depth": 16}}, TINY)
+    rc, _, err = run_cli(["run", str(path)])
+    assert_one_line_error(rc, err, "cbuf.bank_depth", "CACTI rejects a 512 x 8-byte CBUF")
 
 
 ODD = [

@@ -373,6 +373,8 @@ def execute(prep: Prepared, out_dir: Path | None = None):
         ops = [o for layer in prep.plan.layers if layer.name in sub.layers for o in layer.ops]
         forced.update({o: f"{message}: its layers run on the GPU" for o in ops})
         prep = _prepare(scn_of(prep), forced)
+    from ..energy.report import check_energy
+    check_energy(prep)                                  # CACTI's refusals before the run
     cores = None
     if getattr(prep.scenario, "dla_cores", 1) > 1:      # two DLA cores (compiler/multicore.py)
         from ..compiler.multicore import run_scenario_cores
