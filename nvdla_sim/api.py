@@ -217,6 +217,8 @@ def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
     if plots is not None:
         scn.outputs.plots = plots
     prep = prepare(scn)
+    from .energy.report import check_energy
+    check_energy(prep)                                # CACTI's refusals before the run
     from .compiler.multicore import run_prepared      # lower_and_run, or dla_cores: 2
     from .report.tables import build_report, write_reports
     from .scenario.runner import context

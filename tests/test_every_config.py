@@ -96,6 +96,21 @@ def test_a_cbuf_cacti_cannot_organise_is_refused_before_the_run(tmp_path, no_run
     assert_one_line_error(rc, err, "cbuf.bank_depth", "CACTI rejects a 512 x 8-byte CBUF")
 
 
+def test_the_api_and_a_sweep_point_refuse_it_before_the_run_too(tmp_path, no_run):
+    from nvdla_sim.api import run
+    from nvdla_sim.energy.cacti import cacti_available
+    from nvdla_sim.errors import NvdlaSimError
+    from nvdla_sim.sweep.point import run_scenario_point
+    if not cacti_available():
+        pytest.skip("CACTI (zigzag-dse) is not installed: energy is reported as unavailable")
+    doc = yaml.safe_load(_scenario(tmp_path, {"preset": "nv_small", "cbuf": {"bank_depth": 16}},
+                                   TINY).read_text())
+    with pytest.raises(NvdlaSimError, match="CACTI rejects a 512 x 8-byte CBUF"):
+        run(doc)
+    with pytest.raises(NvdlaSimError, match="CACTI rejects a 512 x 8-byte CBUF"):
+        run_scenario_point(doc, str(tmp_path))
+
+
 ODD = [
     {"preset": "nv_small", "atomic_k": 4},                     # 32 MACs (the issue's deadlock)
     {"preset": "nv_small", "atomic_k": 2},                     # 16 MACs

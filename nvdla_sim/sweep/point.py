@@ -60,6 +60,8 @@ def run_scenario_point(scenario: dict, base_dir: str) -> dict:
     from ..compiler.lower import lower_and_run
     from ..scenario.runner import batch_values, context, output_sqnr_db
     prep = compile_point(scenario, base_dir)
+    from ..energy.report import check_energy
+    check_energy(prep)                  # a CBUF CACTI cannot price: refused before the run
     cores = None
     if prep.scenario.dla_cores > 1:     # core 0's latency under contention (compiler/multicore.py)
         from ..compiler.multicore import run_prepared
