@@ -238,16 +238,29 @@ class Tracker:
         # `span("busy", ...)` written out: called once per token of every process
         if end <= start:
             return
-        cur = self._open.get("busy")
-        if cur is not None and cur[2] == label and start <= cur[1] + 1e-9:
-            if end > cur[1]:
-                cur[1] = end
-            return
-        self.span("busy", start, end, label)
+        opened = self._open
+        cur = opened.get("busy")
+        if cur is not None:
+            if cur[2] == label and start <= cur[1] + 1e-9:
+                if end > cur[1]:
+                    cur[1] = end
+                return
+            self.log.add(self.unit, "busy", cur[0], cur[1], cur[2])
+        opened["busy"] = [start, end, label]
 
     def stall(self, start: float, end: float, label: str) -> None:
-        if end > start:              # most stalls of a token loop are empty: no call for them
-            self.span("stall", start, end, label)
+        # `span("stall", ...)` written out; most stalls of a token loop are empty
+        if end <= start:
+            return
+        opened = self._open
+        cur = opened.get("stall")
+        if cur is not None:
+            if cur[2] == label and start <= cur[1] + 1e-9:
+                if end > cur[1]:
+                    cur[1] = end
+                return
+            self.log.add(self.unit, "stall", cur[0], cur[1], cur[2])
+        opened["stall"] = [start, end, label]
 
     def flush(self) -> None:
         for kind, (start, end, label) in self._open.items():
