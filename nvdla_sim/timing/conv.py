@@ -379,10 +379,13 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
         # stripes a coarse token may take: not the layer's last (it ends CACC's process)
         stop = n_stripes - 1 if g == n_groups - 1 else n_stripes
         i = 0
+        stripes_, packages = geom.stripes, geom.packages     # the hot loop's constants
+        min_stripe, cmac_cacc = p.conv.csc_min_stripe_atoms, p.conv.cmac_cacc_cycles
+        delivery = None
         while i < n_stripes:
-            s = geom.stripes[i]
-            pkg = max(s, p.conv.csc_min_stripe_atoms, load)
-            last_pkg = t + (geom.packages - 1) * pkg
+            s = stripes_[i]
+            pkg = max(s, min_stripe, load)
+            last_pkg = t + (packages - 1) * pkg
             sleep = sleep_event(env, last_pkg)      # wait_until without a generator
             if sleep is not None:
                 yield sleep
@@ -403,13 +406,16 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
                     yield sleep
             credits.take(take)
             last_pkg = env.now
-            end_layer = g == n_groups - 1 and i == len(geom.stripes) - 1
-            first = last_pkg + p.conv.cmac_cacc_cycles
+            end_layer = g == n_groups - 1 and i == n_stripes - 1
+            first = last_pkg + cmac_cacc
             # tag: the memory atoms the stripe completes, when not one per slot
             done = atoms * geom.group_atoms[g] if geom.group_atoms else None
             stripe = Seg(atoms, first, first + s - 1, tag=done, end=end_layer)
-            delivery = _CACC.get(tm) if direct and not end_layer else None
-            if delivery is not None and delivery.active and len(out._getters) == 1 \
+            # this layer's CACC (registered when its process starts; kept while it runs)
+            if direct and (delivery is None or not delivery.active):
+                delivery = _CACC.get(tm)
+            if direct and not end_layer and delivery is not None and delivery.active \
+                    and len(out._getters) == 1 \
                     and not out._items and (not env._queue or env._queue[0][0] > env._now):
                 if coarse > 1 and i + 1 < stop and (coarse_operands or
                                                      not getattr(tm, "flying_operands", False)):
@@ -424,8 +430,8 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
                     limit = INF
                 else:
                     limit = last_pkg + pkg
-                    for nxt in geom.stripes[i + 1:i + 3]:     # a bound: two more stripes
-                        limit += geom.packages * max(nxt, p.conv.csc_min_stripe_atoms, load)
+                    for nxt in stripes_[i + 1:i + 3]:         # a bound: two more stripes
+                        limit += packages * max(nxt, min_stripe, load)
                 delivery.step(stripe, limit)
             else:
                 out.put(stripe)
