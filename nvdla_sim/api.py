@@ -216,14 +216,14 @@ def run(model_or_scenario: str | Path | dict, *, hardware: str | None = None,
         scn.outputs.formats = tuple(f for f in scn.outputs.formats if f != "console")
     if plots is not None:
         scn.outputs.plots = plots
+    from .report.plot_worker import draws_figures, start_plotter
+    plotter = start_plotter(draws_figures(scn))    # imports matplotlib while the run goes
     prep = prepare(scn)
     from .energy.report import check_energy
     check_energy(prep)                                # CACTI's refusals before the run
     from .compiler.multicore import run_prepared      # lower_and_run, or dla_cores: 2
     from .report.tables import build_report, write_reports
     from .scenario.runner import context
-    from .report.plot_worker import draws_figures, start_plotter
-    plotter = start_plotter(draws_figures(scn))    # imports matplotlib while the run goes
     with contextlib.redirect_stdout(io.StringIO()) if quiet else contextlib.nullcontext():
         result, cores = run_prepared(prep, context(prep))
     values = batch_values(prep.plan, result) if scn.values else None

@@ -247,10 +247,12 @@ def cmd_run(args) -> int:
             scn.outputs.plots = args.plots
         _check_writable_dir(args.out or Path(scn.outputs.directory),
                             "--out" if args.out else "outputs.directory")
+        from .report.plot_worker import draws_figures, start_plotter
+        plotter = start_plotter(draws_figures(scn))     # forked while the process is small
         prep = prepare(scn)
         try:
             with _running(args, scn.name):
-                report = execute(prep, args.out)
+                report = execute(prep, args.out, plotter)
         except NvdlaSimError as exc:       # lowering's refusals name the scenario too
             raise type(exc)(f"{scn.path}: {exc}") from None
         return 0 if report.total_cycles is not None else 1

@@ -350,14 +350,16 @@ def deployment_of(prep: Prepared, lowered, result):
         raise NvdlaSimError(f"{scn.path}: {exc}" if scn.path else str(exc)) from None
 
 
-def execute(prep: Prepared, out_dir: Path | None = None):
-    """Lower and run the plan on the engine and write the report; returns the Report."""
+def execute(prep: Prepared, out_dir: Path | None = None, plotter=None):
+    """Lower and run the plan on the engine and write the report; returns the Report.
+    `plotter`: report.plot_worker.start_plotter's, started before `prepare` (a smaller process
+    to fork), else started here."""
     from ..report.tables import build_report, write_reports
     from ..compiler.lower import lower, run_lowered
     from ..compiler.subnetworks import overflow
     from ..report.plot_worker import draws_figures, start_plotter
     # the plots' process imports matplotlib on the other core while the network runs
-    plotter = start_plotter(draws_figures(prep.scenario))
+    plotter = plotter or start_plotter(draws_figures(prep.scenario))
     forced: dict[str, str] = {}
     while True:
         ctx = context(prep)
