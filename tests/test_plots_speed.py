@@ -252,3 +252,17 @@ def test_timeline_figure_draws_the_layers_as_one_band_collection(tmp_path):
     from PIL import Image
     with Image.open(tmp_path / "t.png") as png:          # 16 x (1.3 + 2 + 1.2) inches
         assert png.size == (1600, 450)
+
+
+def test_no_fork_beside_another_thread(tmp_path):
+    """A process running other Python threads (a notebook kernel) draws inline."""
+    import threading
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        plotter = start_plotter(True)
+    finally:
+        stop.set()
+        other.join()
+    assert type(plotter) is Plotter

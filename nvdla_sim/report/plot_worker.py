@@ -10,8 +10,8 @@ from it (matplotlib already loaded), so the figures are drawn side by side.  The
 waits for every file, and what a figure raises is raised again in the parent, with the child's
 traceback chained to it.
 
-Without `fork` (Windows; macOS spawns) the figures are drawn inline, as they are when no
-plotter was started.
+Without `fork` (Windows; macOS spawns), or beside other Python threads, the figures are drawn
+inline, as they are when no plotter was started.
 """
 from __future__ import annotations
 
@@ -190,8 +190,11 @@ def draws_figures(scenario) -> bool:
 
 
 def start_plotter(draws: bool) -> Plotter:
-    """The plotter for a report about to be run: forked now when it `draws` plots and the
-    platform forks (the import then overlaps the run), else inline."""
-    if draws and hasattr(os, "fork") and sys.platform.startswith("linux"):
+    """The plotter for a report about to be run: forked now when it `draws` plots, the platform
+    forks and this process runs no other Python thread (a thread's lock taken at the fork would
+    stay taken in the child: a notebook's kernel, a caller's pool), else inline."""
+    import threading
+    if (draws and hasattr(os, "fork") and sys.platform.startswith("linux")
+            and threading.active_count() == 1):
         return ForkedPlotter()
     return Plotter()
