@@ -61,6 +61,9 @@ def no_run(monkeypatch):
     ({"preset": "nv_small", "atomic_c": 4, "cbuf": {"bank_width_bytes": 4}},
      ["hardware.memory_atomic_bytes", "atomic_c (4)"]),
     ({"preset": "nv_small", "cbuf": {"banks": 24}}, ["hardware.cbuf.banks", "power of two"]),
+    # a 1-byte atom holds no 16-bit element (the compiler divided by zero)
+    ({"preset": "nv_full", "memory_atomic_bytes": 1}, ["hardware.memory_atomic_bytes",
+                                                       "at least 2"]),
 ])
 def test_refused_before_the_run_naming_the_field(tmp_path, no_run, hardware, needles):
     rc, _, err = run_cli(["run", str(_scenario(tmp_path, hardware))])

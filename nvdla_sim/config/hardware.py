@@ -177,6 +177,9 @@ def _check(cfg: HardwareConfig, where: str) -> None:
         raise NvdlaSimError(f"{where}cbuf.banks: at most 32 (the D_BANK fields are 5 bits)")
     if cfg.memory_atomic_bytes > cfg.atomic_c:
         raise NvdlaSimError(f"{where}memory_atomic_bytes: must not exceed atomic_c ({cfg.atomic_c})")
+    if cfg.memory_atomic_bytes < cfg.widest_element_bytes:     # else 0 elements per atom
+        raise NvdlaSimError(f"{where}memory_atomic_bytes: at least {cfg.widest_element_bytes} with "
+                            f"data_types {list(cfg.data_types)}: an atom holds whole elements")
     if cfg.atomic_k > cfg.atomic_c * 2 and cfg.atomic_k > 64:
         raise NvdlaSimError(f"{where}atomic_k: {cfg.atomic_k} is not a valid MAC array width")
     if cfg.atomic_k < 2:        # else the run completes and only its energy report fails
