@@ -71,8 +71,8 @@ def _run(prep, on: bool, monkeypatch) -> dict:
         "spans": sorted(engine.activity.spans),
         "units": engine.unit_summary(res.total_cycles),
         "cbuf_peak": engine.timing.cbuf_peak_entries,
-        "pool_peaks": {c.name: c.room.peak for c in engine.timing._channels.values()
-                       if c.room is not None},
+        "pool_peaks": {c.name: (c.room.peak, c.room.free)
+                       for c in engine.timing._channels.values() if c.room is not None},
         "events": next(engine.env._eid) - engine.timing.reserved_events,
         "taken": sum(taken),
     }
