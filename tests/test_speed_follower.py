@@ -5,8 +5,8 @@ Reference: the same program with NVDLA_SIM_FLYING_WRITER=0 (every stripe handed 
 process through its channel, every write booked by the write DMA process when its event comes).
 Compared with `==`: every layer's start, end, bytes and bound, the total, each interface's bytes
 per client, every per-request transfer record in booking order, every busy/stall span of the
-activity log, the CBUF peak and the output buffers' peaks and final credits; and the shortcut must have been used
-(fewer SimPy events).  Cases with the memory starved (1 GB/s: the writes and the weight reads
+activity log, the CBUF peak, the output buffers' peaks and final credits; and the shortcut must
+have been used (fewer SimPy events).  Cases with the memory starved (1 GB/s: the writes and the weight reads
 contend on the shared cap), generous (25.6 GB/s), other arrays, 16-bit precisions and CV-SRAM."""
 from __future__ import annotations
 
