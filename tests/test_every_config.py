@@ -153,3 +153,60 @@ def test_whole_resnet50_on_the_smallest_arrays(tmp_path, hardware):
     assert rc == 0, err
     report = json.loads((tmp_path / "out" / "report.json").read_text())
     assert report["total_cycles"] >= RESNET_MACS / load_hardware(hardware).macs
+
+
+def _random_hardware(rng) -> dict:
+    """A preset with random powers of two for the array, atoms, CBUF, memory interface and
+    SDP/PDP rates (what the validator then accepts or refuses)."""
+    preset = rng.choice(["nv_small", "nv_small_256", "nv_medium_512", "nv_large", "nv_full",
+                         "orin_dla"])
+    hw: dict = {"preset": preset}
+    cbuf: dict = {}
+    if rng.random() < .7:
+        hw["atomic_c"] = 1 << rng.randint(1, 7)
+        cbuf["bank_width_bytes"] = hw["atomic_c"] * (2 if preset in ("nv_full", "orin_dla") else 1)
+    if rng.random() < .7:
+        hw["atomic_k"] = 1 << rng.randint(0, 7)
+    if rng.random() < .5:
+        hw["memory_atomic_bytes"] = 1 << rng.randint(0, 6)
+    if rng.random() < .5:
+        cbuf["banks"] = 1 << rng.randint(0, 5)
+    if rng.random() < .5:
+        cbuf["bank_depth"] = 1 << rng.randint(3, 13)
+    if cbuf:
+        hw["cbuf"] = cbuf
+    if rng.random() < .3:
+        hw["primary_memif"] = {"width_bits": 1 << rng.randint(6, 10),
+                               "max_burst": 1 << rng.randint(0, 4)}
+    if rng.random() < .3:
+        hw["sdp"] = {"bs_throughput": 1 << rng.randint(0, 4), "bn_throughput": 1 << rng.randint(0, 4),
+                     "ew_throughput": rng.choice([0, 1, 4])}
+    return hw
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_configurations_run_or_are_refused_before_the_run(tmp_path, monkeypatch, seed):
+    """Four random configurations per seed: each is refused (one line) before the engine starts,
+    or runs the bottleneck to the end within the MAC bound."""
+    import random
+    started = []
+    real = lower_module.run_lowered
+
+    def run_lowered(*args, **kwargs):
+        started.append(True)
+        return real(*args, **kwargs)
+    monkeypatch.setattr(lower_module, "run_lowered", run_lowered)
+    rng = random.Random(seed)
+    for i in range(4):
+        hardware = _random_hardware(rng)
+        started.clear()
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        rc, _, err = run_cli(["run", str(_scenario(folder, hardware, BOTTLENECK))])
+        if rc:
+            assert_one_line_error(rc, err)
+            assert not started, (hardware, err)       # refused before the run
+            continue
+        report = json.loads((folder / "out" / "report.json").read_text())
+        from nvdla_sim.config import load_hardware
+        assert report["total_cycles"] >= sum(CONV_MACS.values()) / load_hardware(hardware).macs
