@@ -266,3 +266,16 @@ def test_no_fork_beside_another_thread(tmp_path):
         stop.set()
         other.join()
     assert type(plotter) is Plotter
+
+
+def test_figures_pickle_cannot_send_are_drawn_here(tmp_path):
+    plotter = start_plotter(True)
+    unpicklable = (lambda: None,)                     # e.g. a report field holding a closure
+    plotter.submit([(_write_pid_of, (tmp_path / "here.pid", unpicklable))])
+    assert _gone(plotter.pid)                         # the child is not needed
+    plotter.wait()
+    assert int((tmp_path / "here.pid").read_text()) == os.getpid()
+
+
+def _write_pid_of(path: Path, _data) -> None:
+    _write_pid(path)

@@ -101,7 +101,7 @@ def _serve(conn) -> None:
     except Exception:                       # matplotlib missing or broken: each figure says so
         pass
     try:
-        jobs = conn.recv()
+        jobs = pickle.loads(conn.recv_bytes())
     except EOFError:
         return
     conn.send(_draw_all(jobs))
@@ -143,7 +143,12 @@ class ForkedPlotter(Plotter):
         sys.stdout.flush()                  # the child must not write the parent's buffers again
         sys.stderr.flush()
         self._conn, child_end = Pipe()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError:
+            self._conn.close()
+            child_end.close()
+            raise
         if pid == 0:
             self._conn.close()
             try:
@@ -158,12 +163,19 @@ class ForkedPlotter(Plotter):
     def submit(self, jobs: list[Job]) -> None:
         if self._sent or not self._abandon.alive:
             raise RuntimeError("a plot process draws one report's figures")
-        self._conn.send(list(jobs))
+        try:
+            payload = pickle.dumps(list(jobs))
+        except Exception:                   # a report field pickle cannot take: drawn here
+            self.close()
+            self._jobs = list(jobs)
+            return
+        self._conn.send_bytes(payload)
         self._sent = True
 
     def wait(self) -> None:
-        if not self._sent:                  # nothing to draw after all
+        if not self._sent:                  # nothing sent: drawn here, if anything
             self.close()
+            super().wait()
             return
         self._sent = False
         self._abandon.detach()
@@ -196,5 +208,8 @@ def start_plotter(draws: bool) -> Plotter:
     import threading
     if (draws and hasattr(os, "fork") and sys.platform.startswith("linux")
             and threading.active_count() == 1):
-        return ForkedPlotter()
+        try:
+            return ForkedPlotter()
+        except OSError:                     # no process to be had (EAGAIN, ENOMEM): inline
+            pass
     return Plotter()
