@@ -14,6 +14,8 @@ bench_speed.scenario_file) in a child process, and prints per configuration, med
   scheduled event) and writes their sum at exit (the counters only: nothing else is kept alive);
 - simulated cycles (the JSON report's total_cycles);
 - CPU s over nv_large's, marked `> 2x` above 2.0 (the issue's bound).
+The N runs go round-robin (each round runs every configuration once), so a change of the
+machine's load falls on all configurations alike; the table prints after the last round.
 A configuration that fails (refused, crashes, deadlocks, or exceeds --timeout) is reported with
 the last line of its error and the benchmark goes on.  Progress goes to stderr.  The last line
 names the worst ratio.  Nothing is asserted (no timed tests); docs/performance.md records the
@@ -127,22 +129,27 @@ def main() -> int:
     worst = None
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
+        paths = {name: scenario_file(folder, hw, "timing-only", plots=False, name=name)
+                 for name, hw in configs.items()}
+        runs: dict[str, list[dict]] = {name: [] for name in configs}
+        # round-robin: each round runs every configuration once, so a change of the machine's
+        # load during the benchmark falls on all of them alike (nv_large included)
+        for i in range(args.repeat):
+            for name in configs:
+                if runs[name] and "error" in runs[name][-1]:
+                    continue
+                print(f"[round {i + 1}/{args.repeat}] {name} ...", file=sys.stderr, flush=True)
+                report = folder / f"{name}_timing-only_noplots" / "report.json"
+                runs[name].append(run_once(paths[name], report, args.timeout))
         for name, hardware in configs.items():
-            path = scenario_file(folder, hardware, "timing-only", plots=False, name=name)
-            report = folder / f"{name}_timing-only_noplots" / "report.json"
-            runs = []
-            for i in range(args.repeat):
-                print(f"[{name} {i + 1}/{args.repeat}] ...", file=sys.stderr, flush=True)
-                runs.append(run_once(path, report, args.timeout))
-                if "error" in runs[-1]:
-                    break
+            done = runs[name]
             macs = macs_of(hardware)
-            if "error" in runs[-1]:
-                print(f"{name:<20}{macs:>6}  FAILED {runs[-1]['error']}", flush=True)
+            if "error" in done[-1]:
+                print(f"{name:<20}{macs:>6}  FAILED {done[-1]['error']}", flush=True)
                 continue
-            med = {k: statistics.median(r[k] for r in runs) for k in ("wall", "cpu", "peak_mib")}
-            first = runs[0]
-            moved = "" if all(r["cycles"] == first["cycles"] for r in runs) else "  cycles vary!"
+            med = {k: statistics.median(r[k] for r in done) for k in ("wall", "cpu", "peak_mib")}
+            first = done[0]
+            moved = "" if all(r["cycles"] == first["cycles"] for r in done) else "  cycles vary!"
             if ref_cpu is None:
                 ref_cpu = med["cpu"]          # nv_large comes first
             ratio = med["cpu"] / ref_cpu
