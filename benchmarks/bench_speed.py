@@ -73,7 +73,7 @@ def inside(path: Path) -> dict:
     res = lower_and_run(prep.plan, ctx)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     engine = res.engine_result.engine    # (less the numbers FlyingWriter kept for wake-ups)
-    events = next(engine.env._eid) - getattr(engine.timing, "reserved_events", 0)
+    events = next(engine.env._eid) - getattr(engine.env, "kept_event_numbers", 0)
     return {"wall": wall, "cpu": cpu, "events": events, "cycles": res.total_cycles}
 
 

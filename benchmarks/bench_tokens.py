@@ -57,7 +57,8 @@ def run(hardware, runs: bool, coarse: int | None = None, flying: bool = True
     res = lower_and_run(prep.plan, ctx)
     cpu = time.process_time() - cpu0
     engine = res.engine_result.engine
-    return next(engine.env._eid) - engine.timing.reserved_events, cpu, res.total_cycles
+    from nvdla_sim.timing.sdp import kept_event_numbers
+    return next(engine.env._eid) - kept_event_numbers(engine.env), cpu, res.total_cycles
 
 
 def main() -> int:

@@ -73,7 +73,7 @@ def _run(prep, on: bool, monkeypatch) -> dict:
         "cbuf_peak": engine.timing.cbuf_peak_entries,
         "pool_peaks": {c.name: (c.room.peak, c.room.free)
                        for c in engine.timing._channels.values() if c.room is not None},
-        "events": next(engine.env._eid) - engine.timing.reserved_events,
+        "events": next(engine.env._eid) - sdp.kept_event_numbers(engine.env),
         "taken": sum(taken),
     }
 

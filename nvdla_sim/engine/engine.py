@@ -30,6 +30,7 @@ from ..regs import RegisterFile, register_map
 from .activity import ActivityLog
 from .glb import Glb
 from .memif import MemoryInterface, MemoryProfile, load_memory_profile
+from ..timing.sdp import kept_event_numbers
 from ..timing.tokens import sleep_for
 
 POLL_INTERVAL_CYCLES = 8
@@ -292,7 +293,7 @@ class Engine:
         result.cbuf = self.timing.cbuf_summary()
         # SimPy numbers every scheduled event (less the numbers kept for wake-ups that were
         # computed without one: timing/sdp.py FlyingWriter)
-        result.events = next(self.env._eid) - self.timing.reserved_events
+        result.events = next(self.env._eid) - kept_event_numbers(self.env)
         result.engine = self
         return result
 

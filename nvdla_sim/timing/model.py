@@ -31,8 +31,6 @@ class TimingModel:
         self.cbuf_peak_entries = 0.0
         self.retained = {"data": 0.0, "weight": 0.0}    # CBUF entries kept for the next layer
         self._announced: dict[str, int] = {}
-        # event numbers taken for wake-ups that never became events (sdp.FlyingWriter)
-        self.reserved_events = 0
 
     def channel(self, name: str, capacity: float | None = None) -> Channel:
         ch = self._channels.get(name)

@@ -200,7 +200,9 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
             break
     if follower is not None:
         inp.follower = None
-        tm.reserved_events += follower.reserved
+        # SimPy's counter numbers events; these numbers were kept for wake-ups computed
+        # without one (events per run: the counter less these: `kept_event_numbers`)
+        env.kept_event_numbers = kept_event_numbers(env) + follower.reserved
     tracker.flush()
     if writer is not None:
         done = yield writer
@@ -208,6 +210,12 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
         yield from wait_until(env, done + p.glb.interrupt_cycles)
     elif out is None:
         yield from wait_until(env, end + depth + p.glb.interrupt_cycles)
+
+
+def kept_event_numbers(env) -> int:
+    """Event numbers `FlyingWriter` took from `env`'s counter for wake-ups that never became
+    events: the events a run scheduled are the counter less these."""
+    return getattr(env, "kept_event_numbers", 0)
 
 
 class FlyingWriter:
