@@ -11,7 +11,8 @@ bench_speed.scenario_file) in a child process, and prints per configuration, med
   wall seconds do not) and peak MiB (the child's max RSS);
 - SimPy events: the network's JSON report has no event count, so the child runs the CLI behind
   a shim that notes every simpy.Environment's event counter (`_eid`, which numbers each
-  scheduled event) and writes their sum at exit (the counters only: nothing else is kept alive);
+  scheduled event) and writes their sum at exit, less the numbers kept for wake-ups that never
+  became events (`timing.sdp.kept_event_numbers`, as the engine counts them);
 - simulated cycles (the JSON report's total_cycles);
 - CPU s over nv_large's, marked `> 2x` above 2.0 (the issue's bound).
 The N runs go round-robin (each round runs every configuration once), so a change of the
@@ -41,19 +42,29 @@ from bench_speed import ROOT, scenario_file                # noqa: E402
 LIMIT_RATIO = 2.0      # the issue's bound: at most twice the nv_large time
 
 # The child: the CLI as `nvdla-sim run` runs it, plus a note of each SimPy environment's event
-# counter (itertools.count: next() gives the events scheduled so far), summed at exit.
+# counter (itertools.count: next() gives the numbers taken so far), summed at exit less the
+# numbers timing/sdp.py's FlyingWriter took for wake-ups that never became events (as the
+# engine's own count; the environment is read through a weak reference: nothing kept alive).
 CHILD = """
-import atexit, os, sys, simpy
-_counters = []
+import atexit, os, sys, weakref, simpy
+_runs = []
 _init = simpy.Environment.__init__
 def _noting_init(self, *args, **kwargs):
     _init(self, *args, **kwargs)
-    _counters.append(self._eid)
+    _runs.append((weakref.ref(self), self._eid))
 simpy.Environment.__init__ = _noting_init
 @atexit.register
 def _write_events():
+    try:
+        from nvdla_sim.timing.sdp import kept_event_numbers
+    except ImportError:
+        kept_event_numbers = lambda env: 0
+    total = 0
+    for ref, counter in _runs:
+        env = ref()
+        total += next(counter) - (kept_event_numbers(env) if env is not None else 0)
     with open(os.environ["BENCH_PRESETS_EVENTS"], "w") as f:
-        f.write(str(sum(next(c) for c in _counters)))
+        f.write(str(total))
 from nvdla_sim.cli import main
 sys.exit(main(sys.argv[1:]))
 """
