@@ -19,7 +19,7 @@ from nvdla_sim.scenario.runner import context, prepare
 from nvdla_sim.scenario.schema import parse_scenario
 from nvdla_sim.timing import sdp
 
-from test_speed_tokens import RESNET_BLOCKS
+from test_speed_tokens import RESNET_BLOCKS, run_record
 
 # conv1, pool1 and res2a of RESNET_BLOCKS: a 7x7 stride-2 convolution, a pooling, 1x1 and 3x3
 # convolutions and a projection with its fused residual add
@@ -62,20 +62,11 @@ def _run(prep, on: bool, monkeypatch) -> dict:
     monkeypatch.setattr(sdp.FlyingWriter, "take", counting)
     res = lower_and_run(prep.plan, replace(context(prep), timeline=True))
     engine = res.engine_result.engine
-    return {
-        "layers": [(t.name, t.start_cycle, t.end_cycle, t.dram_read_bytes, t.dram_write_bytes,
-                    t.bound) for t in res.layers],
-        "total": res.total_cycles,
-        "bytes": {m.name: m.bytes_by_client for m in (engine.mcif, engine.cvif) if m is not None},
-        "transfers": {m.name: m.transfers for m in (engine.mcif, engine.cvif) if m is not None},
-        "spans": sorted(engine.activity.spans),
-        "units": engine.unit_summary(res.total_cycles),
-        "cbuf_peak": engine.timing.cbuf_peak_entries,
-        "pool_peaks": {c.name: (c.room.peak, c.room.free)
-                       for c in engine.timing._channels.values() if c.room is not None},
-        "events": next(engine.env._eid) - sdp.kept_event_numbers(engine.env),
-        "taken": sum(taken),
-    }
+    return {**run_record(res),
+            "units": engine.unit_summary(res.total_cycles),
+            "pool_peaks": {c.name: (c.room.peak, c.room.free)
+                           for c in engine.timing._channels.values() if c.room is not None},
+            "taken": sum(taken)}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -310,69 +310,23 @@ class MemoryInterface:
         cur = spans.get("busy")
         if cur is not None and cur[2] != label:
             cur = None
-        if record is None:
-            # the loop below in C doubles (kernels/read_run.pyx: the same operations)
-            merge = cur is not None
-            cur_end = cur[1] if merge else 0.0
-            while booked < count:
-                (n, now, free, port, own_bus, mem, port_free, cur_end, new_span,
-                 span_start) = run_reads(now, peek, count - booked, port_free, free, need, port,
-                                         own_bus, mem, bool(shared), head, interval, latency,
-                                         data_cycles, mem_cycles, port_cycles, cur_end, merge)
-                if merge:
-                    cur[1] = cur_end
-                booked += n
-                if not new_span:
-                    break
-                tracker.span("busy", span_start, port_free, label)
-                cur = spans.get("busy")
-                merge, cur_end = True, cur[1]
-            count = 0                        # the loop below books nothing more
+        # the request loop in C doubles (kernels/read_run.pyx: the same operations)
+        merge = cur is not None
+        cur_end = cur[1] if merge else 0.0
         while booked < count:
-            t = port_free                    # sleep_event(env, port_free)
-            if t > now:
-                wake = now + (t - now)
-                if not wake < peek:
-                    break
-            elif not peek > now:             # Pool.acquire: another event due this cycle
+            (n, now, free, port, own_bus, mem, port_free, cur_end, new_span,
+             span_start) = run_reads(now, peek, count - booked, port_free, free, need, port,
+                                     own_bus, mem, bool(shared), head, interval, latency,
+                                     data_cycles, mem_cycles, port_cycles, cur_end, merge,
+                                     record, client, nbytes, req_cycles)
+            if merge:
+                cur[1] = cur_end
+            booked += n
+            if not new_span:
                 break
-            else:
-                wake = now
-            if not need <= free + 1e-6:
-                break
-            now = wake
-            free -= need
-            # reserve(client, "read", nbytes), written out
-            start = port
-            if now > start:
-                start = now
-            last_request = start + head
-            port_free = port = last_request + interval
-            bus_free = own_bus
-            if shared and mem > bus_free:
-                bus_free = mem
-            data_start = start + latency
-            if bus_free > data_start:
-                data_start = bus_free
-            own_bus = (own_bus if own_bus > data_start else data_start) + data_cycles
-            if shared:
-                mem = (mem if mem > data_start else data_start) + mem_cycles
-            if record is not None:
-                last = last_request + latency + req_cycles - 1
-                tail = data_start + data_cycles - 1
-                if tail > last:
-                    last = tail
-                record((start, last + 1, client, "read", nbytes))
-            # tracker.busy(port_free - port_cycles, port_free, label), written out
-            span_start = port_free - port_cycles
-            if port_free > span_start:
-                if cur is not None and span_start <= cur[1] + 1e-9:
-                    if port_free > cur[1]:
-                        cur[1] = port_free
-                else:
-                    tracker.span("busy", span_start, port_free, label)
-                    cur = spans.get("busy")
-            booked += 1
+            tracker.span("busy", span_start, port_free, label)
+            cur = spans.get("busy")
+            merge, cur_end = True, cur[1]
         if booked:
             env._now = now
             pool.free = free
