@@ -224,43 +224,27 @@ class Tracker:
     _open: dict = field(default_factory=dict)
 
     def span(self, kind: str, start: float, end: float, label: str = "") -> None:
+        """Extend the open span of `kind` when this one continues it with the same label, else
+        log that one and open this (called once per token of every process: written lean)."""
         if end <= start:
             return
-        cur = self._open.get(kind)
-        if cur is not None and cur[2] == label and start <= cur[1] + 1e-9:
-            cur[1] = max(cur[1], end)
-            return
+        opened = self._open
+        cur = opened.get(kind)
         if cur is not None:
+            if cur[2] == label and start <= cur[1] + 1e-9:
+                if end > cur[1]:
+                    cur[1] = end
+                return
             self.log.add(self.unit, kind, cur[0], cur[1], cur[2])
-        self._open[kind] = [start, end, label]
+        opened[kind] = [start, end, label]
 
     def busy(self, start: float, end: float, label: str = "busy") -> None:
-        # `span("busy", ...)` written out: called once per token of every process
-        if end <= start:
-            return
-        opened = self._open
-        cur = opened.get("busy")
-        if cur is not None:
-            if cur[2] == label and start <= cur[1] + 1e-9:
-                if end > cur[1]:
-                    cur[1] = end
-                return
-            self.log.add(self.unit, "busy", cur[0], cur[1], cur[2])
-        opened["busy"] = [start, end, label]
+        if end > start:
+            self.span("busy", start, end, label)
 
     def stall(self, start: float, end: float, label: str) -> None:
-        # `span("stall", ...)` written out; most stalls of a token loop are empty
-        if end <= start:
-            return
-        opened = self._open
-        cur = opened.get("stall")
-        if cur is not None:
-            if cur[2] == label and start <= cur[1] + 1e-9:
-                if end > cur[1]:
-                    cur[1] = end
-                return
-            self.log.add(self.unit, "stall", cur[0], cur[1], cur[2])
-        opened["stall"] = [start, end, label]
+        if end > start:              # most stalls of a token loop are empty: no call for them
+            self.span("stall", start, end, label)
 
     def flush(self) -> None:
         for kind, (start, end, label) in self._open.items():
