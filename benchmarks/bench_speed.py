@@ -61,20 +61,27 @@ def whole_command(path: Path) -> tuple[float, float, float]:
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
-def inside(path: Path) -> dict:
-    """The simulation alone (compile excluded): wall, CPU, events, cycles."""
+def simulate(scn) -> dict:
+    """Compile the scenario, then time the simulation alone: its result, wall and CPU seconds,
+    and the SimPy events it scheduled (less the numbers FlyingWriter kept for wake-ups that
+    never became events; getattr: an older checkout under NVDLA_SIM_ROOT keeps none)."""
     from nvdla_sim.compiler.lower import lower_and_run
     from nvdla_sim.scenario.runner import context, prepare
-    from nvdla_sim.scenario.schema import load_scenario
-    scn = load_scenario(path)
     prep = prepare(scn)
     ctx = context(prep)
     wall0, cpu0 = time.perf_counter(), time.process_time()
     res = lower_and_run(prep.plan, ctx)
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    engine = res.engine_result.engine    # (less the numbers FlyingWriter kept for wake-ups)
-    events = next(engine.env._eid) - getattr(engine.env, "kept_event_numbers", 0)
-    return {"wall": wall, "cpu": cpu, "events": events, "cycles": res.total_cycles}
+    env = res.engine_result.engine.env
+    events = next(env._eid) - getattr(env, "kept_event_numbers", 0)
+    return {"result": res, "wall": wall, "cpu": cpu, "events": events}
+
+
+def inside(path: Path) -> dict:
+    """The simulation alone (compile excluded): wall, CPU, events, cycles."""
+    from nvdla_sim.scenario.schema import load_scenario
+    out = simulate(load_scenario(path))
+    return {**out, "cycles": out["result"].total_cycles}
 
 
 def main() -> int:

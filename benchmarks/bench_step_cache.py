@@ -15,7 +15,6 @@ import argparse
 import os
 import statistics
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -23,10 +22,9 @@ sys.path.insert(0, str(ROOT))
 
 
 def simulate(preset: str, cache: bool):
-    from nvdla_sim.compiler.lower import lower_and_run
+    from bench_speed import simulate
     from nvdla_sim.config import load_hardware
     from nvdla_sim.engine import step_cache
-    from nvdla_sim.scenario.runner import context, prepare
     from nvdla_sim.scenario.schema import load_scenario
     if cache:
         os.environ.pop(step_cache.ENV_OFF, None)
@@ -35,14 +33,10 @@ def simulate(preset: str, cache: bool):
     scn = load_scenario(ROOT / "scenarios" / "resnet50_nv_large.yaml")
     scn.hardware = load_hardware(preset)
     scn.mode = "timing"
-    prep = prepare(scn)
-    ctx = context(prep)
-    c0 = time.process_time()
-    res = lower_and_run(prep.plan, ctx)
-    cpu = time.process_time() - c0
-    engine = res.engine_result.engine
+    out = simulate(scn)
+    engine = out["result"].engine_result.engine
     replayed = engine.step_cache.replayed if engine.step_cache else 0
-    return res, cpu, next(engine.env._eid), replayed
+    return out["result"], out["cpu"], out["events"], replayed
 
 
 def main() -> int:

@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,8 +37,7 @@ def run(hardware, runs: bool, coarse: int | None = None, flying: bool = True
         ) -> tuple[int, float, float]:
     """(events, CPU s, cycles) of timing-only ResNet-50 INT8 at 10 GB/s (`coarse`: the value of
     NVDLA_SIM_COARSE_STRIPES, None: its default)."""
-    from nvdla_sim.compiler.lower import lower_and_run
-    from nvdla_sim.scenario.runner import context, prepare
+    from bench_speed import simulate
     from nvdla_sim.scenario.schema import parse_scenario
     os.environ["NVDLA_SIM_TOKEN_RUNS"] = "1" if runs else "0"
     os.environ["NVDLA_SIM_FLYING_WRITER"] = "1" if flying else "0"
@@ -51,14 +49,8 @@ def run(hardware, runs: bool, coarse: int | None = None, flying: bool = True
                           "precision": "int8", "clock_mhz": 1000,
                           "memory": {"dram_gbps": 10, "dram_latency_ns": 100, "cvsram_bytes": 0},
                           "outputs": {"plots": False}}, None)
-    prep = prepare(scn)
-    ctx = context(prep)
-    cpu0 = time.process_time()
-    res = lower_and_run(prep.plan, ctx)
-    cpu = time.process_time() - cpu0
-    engine = res.engine_result.engine
-    from nvdla_sim.timing.sdp import kept_event_numbers
-    return next(engine.env._eid) - kept_event_numbers(engine.env), cpu, res.total_cycles
+    out = simulate(scn)
+    return out["events"], out["cpu"], out["result"].total_cycles
 
 
 def main() -> int:
