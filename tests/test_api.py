@@ -18,17 +18,12 @@ import nvdla_sim  # noqa: E402
 from nvdla_sim.cli import main  # noqa: E402
 from nvdla_sim.errors import NvdlaSimError  # noqa: E402
 from nvdla_sim.scenario.onnx_import import import_model  # noqa: E402
+from onnx_helpers import f32, i64  # noqa: E402
 from nvdla_sim.scenario.reference import sqnr_db  # noqa: E402
 
 RNG = np.random.default_rng(11)
 
 
-def f32(name, arr):
-    return numpy_helper.from_array(np.asarray(arr, np.float32), name)
-
-
-def i64(name, arr):
-    return numpy_helper.from_array(np.asarray(arr, np.int64), name)
 
 
 def small_model(opset: int = 13):

@@ -9,22 +9,17 @@ import pytest
 
 onnx = pytest.importorskip("onnx", reason="the optional 'onnx' package is not installed "
                                           "(pip install 'nvdla-sim[onnx]')")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import nvdla_sim  # noqa: E402
 from nvdla_sim.errors import NvdlaSimError  # noqa: E402
 from nvdla_sim.scenario.onnx_import import import_model  # noqa: E402
+from onnx_helpers import f32, i64  # noqa: E402
 
 RNG = np.random.default_rng(11)
 
 
-def f32(name, arr):
-    return numpy_helper.from_array(np.asarray(arr, np.float32), name)
-
-
-def i64(name, arr):
-    return numpy_helper.from_array(np.asarray(arr, np.int64), name)
 
 
 def save(nodes, inits, in_shape, out_shape, path, opset=13):

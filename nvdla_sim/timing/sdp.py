@@ -10,7 +10,10 @@ or in SDP->PDP mode to the PDP core's input channel.  In flying mode the input c
 from __future__ import annotations
 
 from dataclasses import dataclass
+from heapq import heappush
 from typing import TYPE_CHECKING, Generator
+
+from simpy.events import NORMAL
 
 from .dma import WriteState, split_atoms, token_atoms, write_stream
 from .tokens import (GRANTED, Channel, Ready, Seg, coarse_stripes, flying_writer, held, serve,
@@ -339,19 +342,18 @@ class FlyingWriter:
     def _hand_back(self, now: float) -> bool:
         """The processes take over: the pending wake-ups become events (or, when already past,
         their effect is applied: the room freed, the waits started).  Returns False."""
-        from heapq import heappush
         env = self.env
         if self.core_eid is not None:
             if self.core_free >= now:
                 # the core sleeps until core_free, then takes its next stripe from the channel
                 getter = self.inp._getters.popleft()
-                heappush(env._queue, (self.core_free, 1, self.core_eid,
+                heappush(env._queue, (self.core_free, NORMAL, self.core_eid,
                                       _Wake(env, self._core_wakes, getter)))
             self.core_eid = None
         if self.wdma_eid is not None:
             getter = self.out._getters.popleft()
             if self.wdma_free >= now:
-                heappush(env._queue, (self.wdma_free, 1, self.wdma_eid,
+                heappush(env._queue, (self.wdma_free, NORMAL, self.wdma_eid,
                                       _Wake(env, self._wdma_wakes, getter)))
             else:
                 self.room.release(self.wdma_hold)
