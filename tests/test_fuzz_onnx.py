@@ -184,31 +184,44 @@ def _mutate(m, rng: random.Random):
     return m
 
 
+def import_or_refusal(m, i: int):
+    """Import mutant `i` as "m.onnx": (network, weights), or None when refused, the refusal
+    being one line that names the file."""
+    try:
+        return import_model(m, "m.onnx")
+    except NvdlaSimError as exc:
+        msg = str(exc)
+        assert msg.startswith("m.onnx: ") and "\n" not in msg, (i, msg)
+        return None
+
+
+def check_promises(net, w, i: int) -> None:
+    """What the importer promises of an accepted model: shapes within bounds, finite weights."""
+    for s in net.shapes.values():
+        assert 1 <= s.h <= MAX_DIM and 1 <= s.w <= MAX_DIM and s.c >= 1, (i, s)
+    for params in w.values():
+        for v in params.values():
+            assert np.all(np.isfinite(v)), i
+
+
 def test_mutated_models_import_or_fail_cleanly():
     rng = random.Random(SEED)
     base = small_net()
     net, w = import_model(base, "base.onnx")
     accepted = refused = 0
     for i in range(200 * ROUNDS):
-        m = _mutate(base, rng)
-        try:
-            net, w = import_model(m, "m.onnx")
-        except NvdlaSimError as exc:
-            msg = str(exc)
-            assert msg.startswith("m.onnx: ") and "\n" not in msg, (i, msg)
+        imported = import_or_refusal(_mutate(base, rng), i)
+        if imported is None:
             refused += 1
             continue
         accepted += 1
+        net, w = imported
         x = np.ones((net.input_shape.c, net.input_shape.h, net.input_shape.w), np.float32)
         try:                                          # an accepted model runs
             run_reference(net, w, x)
         except NvdlaSimError:
             pass
-        for s in net.shapes.values():                 # what the importer promises
-            assert 1 <= s.h <= MAX_DIM and 1 <= s.w <= MAX_DIM and s.c >= 1, (i, s)
-        for params in w.values():
-            for v in params.values():
-                assert np.all(np.isfinite(v)), i
+        check_promises(net, w, i)
         for op in net.ops:
             for key in ("alpha", "beta", "k", "slope", "min", "max"):
                 v = op.attrs.get(key)
