@@ -7,6 +7,7 @@ from nvdla_sim.compiler.lower import lower_and_run
 from nvdla_sim.report.tables import build_report, format_console
 from nvdla_sim.scenario.runner import context, prepare
 from nvdla_sim.scenario.schema import parse_scenario
+from tests.test_dla_deployment import chain
 
 LAYERS = [{"name": "a", "type": "conv", "out_channels": 64, "kernel": 3, "pad": 1},
           {"name": "b", "type": "conv", "out_channels": 67, "kernel": 1}]
@@ -101,23 +102,12 @@ def _yaml(tmp_path, **fields):
     return path
 
 
-def _chain(n):
-    """n DLA convolutions split by n - 1 GPU poolings (window 9: beyond the PDP)."""
-    layers = []
-    for i in range(n):
-        layers.append({"name": f"c{i}", "type": "conv", "out_channels": 8, "kernel": 1})
-        if i < n - 1:
-            layers.append({"name": f"p{i}", "type": "pool", "method": "max", "kernel": 9,
-                           "stride": 1, "pad": 4})
-    return layers
-
-
 def test_broken_configurations_are_one_line_errors(tmp_path, capsys):
     from nvdla_sim.cli import main
     cases = [
         ({"memory_pools": {"managed_sram": 3000}}, "power of two"),
         ({"input_format": "dla_hwc4", "precision": "int8"}, "io.hwc4_channels"),
-        ({"network": {"input": [8, 4, 4], "layers": _chain(17)}}, "[rule general.loadables]"),
+        ({"network": {"input": [8, 4, 4], "layers": chain(17)}}, "[rule general.loadables]"),
     ]
     for fields, message in cases:
         rc = main(["run", str(_yaml(tmp_path, **fields))])
