@@ -116,6 +116,7 @@ class ProgramBuilder:
         self.name = name
         self.images = images
         self.regmap = register_map(hw.nvdla_version)
+        self._targets = self.regmap.write_targets   # (unit, register) -> RegisterMap.target
         self.commands: list = []
         self._next_group: dict[str, int] = {}
         self._pending: list[str] = []        # completion sync ids of layers not yet waited for
@@ -131,23 +132,47 @@ class ProgramBuilder:
             raise NvdlaSimError(f"{exc.args[0]}") from None
         return u.name, r
 
+    def _target(self, unit: str, register: str) -> tuple[str, RegisterDef, int, str]:
+        """`RegisterMap.target` (cached there: `self._targets` is its table) as an NvdlaSimError."""
+        try:
+            return self.regmap.target(unit, register)
+        except KeyError as exc:
+            raise NvdlaSimError(f"{exc.args[0]}") from None
+
     def reg(self, unit: str, register: str, value: int | None = None, **fields) -> int:
         """Write one register: `value` (whole word, default 0) with the named fields set."""
-        unit_name, r = self._register(unit, register)
+        hit = self._targets.get((unit, register))
+        if hit is None:
+            hit = self._target(unit, register)
+        unit_name, r, addr, name = hit
         word = 0 if value is None else int(value) & 0xFFFFFFFF
-        for field_name, field_value in fields.items():
-            fdef = r.fields.get(field_name)
-            if fdef is None:
-                raise NvdlaSimError(f"{unit_name}.{r.name}: unknown field '{field_name}' "
-                                    f"(fields: {', '.join(sorted(r.fields))})")
-            word = (word & ~fdef.mask) | encode_field(r, fdef, field_value)
-        addr = self.regmap.base(unit_name) + r.offset
-        self.commands.append(RegWrite(addr, word, f"{unit_name}.{r.name}"))
+        if fields:
+            codes = r.field_codes
+            for field_name, field_value in fields.items():
+                code = codes.get(field_name)
+                if code is None:
+                    raise NvdlaSimError(f"{unit_name}.{r.name}: unknown field '{field_name}' "
+                                        f"(fields: {', '.join(sorted(r.fields))})")
+                mask, lo, low, high, names = code
+                # a plain int or a value name that fits a writable field: encode_field's bits
+                # without its checks (bools, numpy ints, errors: encode_field itself)
+                v = names.get(field_value, field_value) if type(field_value) is str \
+                    else field_value
+                if type(v) is int and low <= v < high:
+                    word = (word & ~mask) | ((v << lo) & mask)
+                else:
+                    word = (word & ~mask) | encode_field(r, r.fields[field_name], field_value)
+        self.commands.append(RegWrite(addr, word, name))
         return word
 
     def word(self, unit: str, register: str, value: int) -> int:
         """Write a whole 32-bit word (address/stride registers); negative values wrap."""
-        return self.reg(unit, register, int(value) & 0xFFFFFFFF)
+        hit = self._targets.get((unit, register))
+        if hit is None:
+            hit = self._target(unit, register)
+        word = int(value) & 0xFFFFFFFF
+        self.commands.append(RegWrite(hit[2], word, hit[3]))
+        return word
 
     def address(self, unit: str, low_reg: str, high_reg: str | None, address: int) -> None:
         """A 64-bit address as the firmware writes it: HIGH (if the unit has it) then LOW."""

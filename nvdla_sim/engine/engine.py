@@ -194,6 +194,7 @@ class Engine:
                                     hw.secondary_memif.max_burst, outstanding, record_transfers) \
             if hw.secondary_memif else None
         self.regmap = register_map(hw.nvdla_version)
+        self._slow_targets: dict[int, bool] = {}     # CSB address -> its block's port is slow
         self.regs = RegisterFile(self.regmap)
         self.memory = MemorySystem(has_secondary=hw.secondary_memif is not None)
         self.glb = Glb(self.env, self.regs)
@@ -319,11 +320,14 @@ class Engine:
         return self.mcif
 
     def _slow_csb_target(self, addr: int) -> bool:
-        try:
-            unit, _ = self.regmap.decode_address(addr)
-        except KeyError:
-            return False        # regs.write reports it
-        return self.timing.params.slow_csb_block(unit.name)
+        slow = self._slow_targets.get(addr)
+        if slow is None:
+            try:
+                unit, _ = self.regmap.decode_address(addr)
+            except KeyError:
+                return False        # regs.write reports it
+            slow = self._slow_targets[addr] = self.timing.params.slow_csb_block(unit.name)
+        return slow
 
     def _route(self, addr: int, nbytes: int, where) -> "object":
         space = self.memory.space_for_address(addr)

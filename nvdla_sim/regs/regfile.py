@@ -82,8 +82,11 @@ class UnitRegisters:
         mask = reg.writable_mask
         if mask == 0:
             return
-        group = self.producer if self.definition.is_dual(reg.offset) else None
-        store = self._store(reg, group)
+        if self.definition.is_dual(reg.offset):
+            group = self.producer
+            store = self.dual[group]
+        else:
+            group, store = None, self.single
         old = store.get(reg.offset, reg.reset_value)
         store[reg.offset] = (old & ~mask) | (value & mask)
         hook = self.write_hooks.get(reg.offset)
@@ -107,15 +110,20 @@ class RegisterFile:
     def __init__(self, regmap: RegisterMap):
         self.map = regmap
         self.units = {name: UnitRegisters(u) for name, u in regmap.units.items()}
+        self._targets: dict[int, tuple[UnitRegisters, RegisterDef | None]] = {}
 
     def __getitem__(self, unit: str) -> UnitRegisters:
         return self.units[unit]
 
     def write(self, addr: int, value: int) -> None:
-        unit, reg = self.map.decode_address(addr)
+        hit = self._targets.get(addr)
+        if hit is None:
+            unit, reg = self.map.decode_address(addr)
+            hit = self._targets[addr] = (self.units[unit.name], reg)
+        unit_regs, reg = hit
         if reg is None:
             return  # undefined offsets inside a unit: the hardware ignores them
-        self.units[unit.name].csb_write(reg, value)
+        unit_regs.csb_write(reg, value)   # (looked up per write: the step cache wraps it)
 
     def read(self, addr: int) -> int:
         unit, reg = self.map.decode_address(addr)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 _DATA = Path(__file__).with_name("nvdla_registers.json")
@@ -21,7 +21,8 @@ class FieldDef:
     reset: int
     enum: dict | None = None
 
-    @property
+    # (cached: the definitions never change, and a run reads these per CSB write)
+    @cached_property
     def mask(self) -> int:
         return ((1 << (self.hi - self.lo + 1)) - 1) << self.lo
 
@@ -33,11 +34,11 @@ class RegisterDef:
     offset: int
     fields: dict[str, FieldDef] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def reset_value(self) -> int:
         return sum((f.reset << f.lo) & f.mask for f in self.fields.values())
 
-    @property
+    @cached_property
     def writable_mask(self) -> int:
         """Bits a CSB write stores; read-only fields keep what the hardware puts there."""
         return sum(f.mask for f in self.fields.values() if f.access != "r")
@@ -45,6 +46,18 @@ class RegisterDef:
     @property
     def read_only(self) -> bool:
         return self.writable_mask == 0
+
+    @cached_property
+    def field_codes(self) -> dict[str, tuple[int, int, int, int, dict]]:
+        """Field name -> (mask, lo, smallest, largest + 1 int value a write may give it, value
+        names): the range covers two's-complement negatives that fit; a read-only field takes
+        none (0, 0).  The compiler's fast path for ints and value names (`ProgramBuilder.reg`)."""
+        out = {}
+        for name, f in self.fields.items():
+            width = f.hi - f.lo + 1
+            low, high = (0, 0) if f.access == "r" else (-(1 << (width - 1)), 1 << width)
+            out[name] = (f.mask, f.lo, low, high, f.enum or {})
+        return out
 
 
 @dataclass
@@ -55,7 +68,7 @@ class UnitDef:
     regs: dict[str, RegisterDef]
     by_offset: dict[int, RegisterDef]
 
-    @property
+    @cached_property
     def op_enable_offset(self) -> int | None:
         reg = self.regs.get("D_OP_ENABLE")
         return reg.offset if reg else None
@@ -89,6 +102,10 @@ class RegisterMap:
                            {r.offset: r for r in regs.values()})
             self.units[unit_name] = unit
             self._by_base[base] = unit
+        # what resolve / decode_address / target found before (the map never changes)
+        self._resolved: dict[tuple[str, str], tuple[UnitDef, RegisterDef]] = {}
+        self._decoded: dict[int, tuple[UnitDef, RegisterDef | None]] = {}
+        self.write_targets: dict[tuple[str, str], tuple[str, RegisterDef, int, str]] = {}
 
     def base(self, unit: str) -> int:
         u = self.units[unit]
@@ -102,6 +119,13 @@ class RegisterMap:
         """`unit`, `reg` as a trace spells them (NVDLA_SDP, D_OP_ENABLE_0) -> definitions.
 
         Raises KeyError with a message naming what is unknown."""
+        hit = self._resolved.get((unit, reg))
+        if hit is not None:
+            return hit
+        hit = self._resolved[unit, reg] = self._resolve(unit, reg)
+        return hit
+
+    def _resolve(self, unit: str, reg: str) -> tuple[UnitDef, RegisterDef]:
         u_name = unit.upper().removeprefix("NVDLA_")
         u_name = UNIT_ALIASES.get(u_name, u_name)
         if u_name not in self.units:
@@ -114,13 +138,27 @@ class RegisterMap:
             raise KeyError(f"unknown register '{reg}' in unit {u_name}")
         return u, u.regs[r_name]
 
+    def target(self, unit: str, reg: str) -> tuple[str, RegisterDef, int, str]:
+        """`resolve`, as a register write needs it: (unit name, register, CSB byte address,
+        "UNIT.REG").  Raises KeyError as `resolve` does."""
+        hit = self.write_targets.get((unit, reg))
+        if hit is None:
+            u, r = self.resolve(unit, reg)
+            hit = self.write_targets[unit, reg] = (u.name, r, self.base(u.name) + r.offset,
+                                              f"{u.name}.{r.name}")
+        return hit
+
     def decode_address(self, addr: int) -> tuple[UnitDef, RegisterDef | None]:
         """CSB byte address -> (unit, register or None for an undefined offset)."""
+        hit = self._decoded.get(addr)
+        if hit is not None:
+            return hit
         base = addr & ~0xFFF
         unit = self._by_base.get(base)
         if unit is None:
             raise KeyError(f"CSB address 0x{addr:x} belongs to no unit")
-        return unit, unit.by_offset.get(addr - base)
+        hit = self._decoded[addr] = (unit, unit.by_offset.get(addr - base))
+        return hit
 
 
 @lru_cache(maxsize=2)
