@@ -47,8 +47,9 @@ CASES = {
 }
 
 
-def _run(prep, on: bool, monkeypatch) -> dict:
-    monkeypatch.setenv("NVDLA_SIM_FLYING_WRITER", "1" if on else "0")
+def _run(prep, on: bool, monkeypatch, switch: str = "NVDLA_SIM_FLYING_WRITER") -> dict:
+    """The program's run record with `switch` on or off (shared by test_speed_stripe_run)."""
+    monkeypatch.setenv(switch, "1" if on else "0")
     monkeypatch.setenv("NVDLA_SIM_COARSE_STRIPES", "0")
     monkeypatch.setenv("NVDLA_SIM_NO_STEP_CACHE", "1")       # every step simulated
     taken = []
@@ -76,6 +77,7 @@ def test_flying_writer_gives_the_processes_cycles_bytes_and_spans(case, monkeypa
                           "precision": precision, "memory": memory,
                           "outputs": {"plots": False}}, None)
     prep = prepare(scn)
+    monkeypatch.setenv("NVDLA_SIM_STRIPE_RUN", "0")      # FlyingWriter's own Python path
     fast, plain = _run(prep, True, monkeypatch), _run(prep, False, monkeypatch)
     assert plain["taken"] == 0
     assert fast["taken"] > 0, "no stripe was taken without events"

@@ -298,7 +298,6 @@ class MemoryInterface:
         if per is None:
             per = self.bytes_by_client[client] = {"read": 0, "write": 0}
         record = self.transfers.append if self._record else None
-        spans = tracker._open
         booked = 0
         now = env._now
         # The state the loop changes, in locals (nothing else runs inside it), written back
@@ -307,12 +306,10 @@ class MemoryInterface:
         port = ports["read"]
         own_bus = bus["read"]
         mem = self._memory_free
-        cur = spans.get("busy")
-        if cur is not None and cur[2] != label:
-            cur = None
+        cur = tracker.open_end("busy", label)         # the open busy span's end, if this label's
         # the request loop in C doubles (kernels/read_run.pyx: the same operations)
         merge = cur is not None
-        cur_end = cur[1] if merge else 0.0
+        cur_end = cur if merge else 0.0
         while booked < count:
             (n, now, free, port, own_bus, mem, port_free, cur_end, new_span,
              span_start) = run_reads(now, peek, count - booked, port_free, free, need, port,
@@ -320,13 +317,12 @@ class MemoryInterface:
                                      data_cycles, mem_cycles, port_cycles, cur_end, merge,
                                      record, client, nbytes, req_cycles)
             if merge:
-                cur[1] = cur_end
+                tracker.extend_open("busy", cur_end)
             booked += n
             if not new_span:
                 break
             tracker.span("busy", span_start, port_free, label)
-            cur = spans.get("busy")
-            merge, cur_end = True, cur[1]
+            merge, cur_end = True, tracker.open_end("busy", label)
         if booked:
             env._now = now
             pool.free = free

@@ -34,8 +34,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
-from .tokens import (GRANTED, Ready, Seg, coarse_stripes, sleep_event, token_runs, wait_until,
-                     waited)
+from ..kernels.stripe_run import StripeRun
+from .tokens import (GRANTED, Ready, Seg, coarse_stripes, sleep_event, stripe_runs, token_runs,
+                     wait_until, waited)
 
 if TYPE_CHECKING:
     import simpy
@@ -367,6 +368,10 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
     # up to 3.5 % on 512/1024-MAC arrays; NVDLA_SIM_COARSE_OPERANDS=1 allows them.
     coarse_operands = os.environ.get("NVDLA_SIM_COARSE_OPERANDS") == "1"
     wt_channel = tm.channel(CH_WEIGHT)
+    # whole stripes in C while each goes through without an event (kernels/stripe_run.pyx)
+    fast = StripeRun(env, tracker, credits, out, weight_pool, geom, p.conv.csc_min_stripe_atoms,
+                     p.conv.cmac_cacc_cycles, Seg) if direct and coarse <= 1 and stripe_runs() \
+        else None
     for g, kernels in enumerate(geom.group_kernels):
         wt = yield from waited(env, wt_channel.get(), tracker, "weights not in CBUF")
         ready = max(data.last, wt.last)
@@ -389,6 +394,15 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
             sleep = sleep_event(env, last_pkg)      # wait_until without a generator
             if sleep is not None:
                 yield sleep
+            if fast is not None:
+                # this stripe from here on, and the next ones, in C while nothing waits
+                if delivery is None or not delivery.active:
+                    delivery = _CACC.get(tm)
+                if delivery is not None and i < stop:
+                    i_run = i
+                    i, t = fast.run(g, i, t, load, stop, delivery, True)
+                    if i > i_run:
+                        continue
             tracker.busy(t, last_pkg)
             # The stripe's last package may go only when CACC can take the whole stripe.
             atoms = s * geom.atoms_per_slot

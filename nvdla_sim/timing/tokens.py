@@ -20,6 +20,7 @@ from typing import Any, Generator
 import simpy
 
 from ..errors import NvdlaSimError
+from ..kernels.tracker import Tracker as _Tracker
 
 
 def token_runs() -> bool:
@@ -34,6 +35,13 @@ def flying_writer() -> bool:
     (sdp.FlyingWriter; issue 20; exact).  NVDLA_SIM_FLYING_WRITER=0 turns it off: the reference
     tests/test_speed_follower.py compares it against (token runs on)."""
     return os.environ.get("NVDLA_SIM_FLYING_WRITER", "1") != "0" and token_runs()
+
+
+def stripe_runs() -> bool:
+    """Whether CSC runs its stripes in C while each goes through without an event
+    (kernels/stripe_run.pyx; issue 20; exact).  NVDLA_SIM_STRIPE_RUN=0 turns it off: the
+    reference tests/test_speed_stripe_run.py compares it against (FlyingWriter on)."""
+    return os.environ.get("NVDLA_SIM_STRIPE_RUN", "1") != "0" and flying_writer()
 
 
 def coarse_stripes() -> int:
@@ -216,40 +224,9 @@ class Ready:
         self.value = value
 
 
-@dataclass
-class Tracker:
-    """Busy and stall spans of one timing process, merged while contiguous, into the ActivityLog."""
-    log: Any
-    unit: str
-    _open: dict = field(default_factory=dict)
-
-    def span(self, kind: str, start: float, end: float, label: str = "") -> None:
-        """Extend the open span of `kind` when this one continues it with the same label, else
-        log that one and open this (called once per token of every process: written lean)."""
-        if end <= start:
-            return
-        opened = self._open
-        cur = opened.get(kind)
-        if cur is not None:
-            if cur[2] == label and start <= cur[1] + 1e-9:
-                if end > cur[1]:
-                    cur[1] = end
-                return
-            self.log.add(self.unit, kind, cur[0], cur[1], cur[2])
-        opened[kind] = [start, end, label]
-
-    def busy(self, start: float, end: float, label: str = "busy") -> None:
-        if end > start:
-            self.span("busy", start, end, label)
-
-    def stall(self, start: float, end: float, label: str) -> None:
-        if end > start:              # most stalls of a token loop are empty: no call for them
-            self.span("stall", start, end, label)
-
-    def flush(self) -> None:
-        for kind, (start, end, label) in self._open.items():
-            self.log.add(self.unit, kind, start, end, label)
-        self._open.clear()
+# Busy and stall spans of one timing process, merged while contiguous, into the ActivityLog
+# (in C: called once per token of every process).
+Tracker = _Tracker
 
 
 def wait_until(env: simpy.Environment, t: float) -> Generator:

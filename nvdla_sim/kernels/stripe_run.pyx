@@ -1,0 +1,335 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
+"""The plain convolution stripe in C doubles (issue 20): CSC's stripe loop, CACC's delivery and
+the SDP core with its write DMA (`sdp.FlyingWriter`), run by `timing.conv.csc` for as many whole
+stripes as go through without an event.
+
+One iteration is one pass of `csc`'s stripe loop on the path where nothing waits: CSC's packages
+end before any other event is due (`tokens.sleep_event`), CACC's credits are back by then (or
+before another event), CACC waits for the stripe and nothing else is due, so `CaccDelivery.step`
+books the delivery and `FlyingWriter.take` the SDP core and the write booking
+(`MemoryInterface.reserve`'s write branch).  Every float is computed by the operations of those
+Python methods, in their order, and every span is recorded in their order, so clock, credits,
+buffer room, bookings, transfers and spans are bit for bit those of the Python path
+(tests/test_speed_stripe_run.py compares them with NVDLA_SIM_STRIPE_RUN=0).
+
+An iteration starts only when every check the Python loop makes before its first side effect
+passes (nothing is changed otherwise, and the Python loop runs that stripe itself); when
+`FlyingWriter` declines the stripe after CACC booked it, the iteration finishes as the Python one
+does (the processes take over: `_hand_back`, the token on the channel) and the run stops.  No
+event is processed or scheduled inside a run, so the queue's head and the channels stand still.
+"""
+from .tracker cimport Tracker
+
+cdef double INF = float("inf")
+
+
+cdef class StripeRun:
+    """One layer's CSC stripe loop state that the runs need (built once per `csc` call)."""
+    cdef object env, credits, stripe_ch, weight_pool, stripes, seg_type
+    cdef Tracker csc
+    cdef double min_stripe, cmac_cacc
+    cdef long long packages, atoms_per_slot
+    cdef object group_atoms
+
+    def __init__(self, env, Tracker csc_tracker, credits, stripe_ch, weight_pool, geom,
+                 double min_stripe, double cmac_cacc, seg_type):
+        self.env = env
+        self.csc = csc_tracker
+        self.credits = credits
+        self.stripe_ch = stripe_ch
+        self.weight_pool = weight_pool
+        self.stripes = list(geom.stripes)
+        self.packages = geom.packages
+        self.atoms_per_slot = geom.atoms_per_slot
+        self.group_atoms = geom.group_atoms
+        self.min_stripe = min_stripe
+        self.cmac_cacc = cmac_cacc
+        self.seg_type = seg_type
+
+    def run(self, Py_ssize_t g, Py_ssize_t i, double t, double load, Py_ssize_t end_stripe,
+            delivery, bint slept=False):
+        """Stripes i, i+1, ... of group g (before `end_stripe`: the layer's last stripe goes
+        through the processes) while each goes through without an event; `slept`: CSC has
+        already slept until stripe i's packages end (the clock stays).  Returns (the next
+        stripe's index, CSC's next package cycle)."""
+        env = self.env
+        queue = env._queue
+        cdef double peek = queue[0][0] if queue else INF
+        cdef double now = env._now
+        stripe_ch, credits = self.stripe_ch, self.credits
+        sdp_in = delivery.out
+        f = sdp_in.follower
+        if f is None or not delivery.active or credits._booked is not None \
+                or len(stripe_ch._getters) != 1 or stripe_ch._items:
+            return i, t
+        wdma_ch = f.out
+        room = f.room
+        if sdp_in._items or wdma_ch._items or room is None or room._waiters:
+            return i, t
+        cdef bint core_getter = len(sdp_in._getters) == 1
+        cdef bint wdma_getter = len(wdma_ch._getters) == 1
+        memif, wdma = f.memif, f.wdma
+        deliveries = credits._deliveries
+        # -- constants --------------------------------------------------------------------------
+        cdef Tracker csc = self.csc, cacc = delivery.tracker
+        cdef Tracker core = f.core_tracker, writer = f.wdma_tracker
+        cdef long long packages = self.packages, capacity = credits.capacity
+        cdef double return_cycles = credits.return_cycles
+        cdef double c_cacc = delivery.c, read = delivery.read, to_sdp = delivery.to_sdp
+        cdef double c_sdp = f.c, depth = f.depth, pipeline = f.pipeline
+        cdef double out_ratio = f.out_ratio, atom = f.atom
+        cdef double room_capacity = room.capacity
+        empty, full = f.empty, f.full
+        cdef bint tagged = bool(self.group_atoms)    # tokens count memory atoms, not slots
+        cdef long long group_atoms = self.group_atoms[g] if tagged else 0
+        stripes = self.stripes
+        cdef Py_ssize_t n_stripes = len(stripes)
+        waiters = self.weight_pool._waiters
+        # the write branch of MemoryInterface.reserve: its constants
+        profile = memif.profile
+        cdef double w_interval = profile.write_request_interval_cycles
+        cdef double w_latency = profile.write_latency_cycles
+        cdef double bus_bytes = memif.bus_bytes_per_cycle
+        shared_obj = memif.shared_bytes_per_cycle
+        cdef bint shared = bool(shared_obj)
+        cdef double shared_bytes = shared_obj if shared else 0.0
+        cdef long long burst_bytes = memif._burst_bytes
+        ports, buses = memif._port_free, memif._bus_free
+        per = memif.bytes_by_client.get("SDP_WDMA")
+        if per is None:
+            per = memif.bytes_by_client["SDP_WDMA"] = {"read": 0, "write": 0}
+        record = memif.transfers.append if memif._record else None
+        eid = env._eid
+        # -- state, in locals (written back at every exit) ----------------------------------------
+        cdef long long outstanding = credits.outstanding
+        cdef double cacc_free = delivery.free, cacc_waiting = delivery.waiting
+        cdef bint core_pending = f.core_eid is not None, wdma_pending = f.wdma_eid is not None
+        cdef double core_free = f.core_free, wdma_free = f.wdma_free, wdma_hold = f.wdma_hold
+        cdef double wait_from = f.wait_from
+        cdef double room_free = room.free, room_peak = room.peak
+        cdef double wdma_done = wdma.done, wdma_wait = wdma.wait_from
+        core_eid, wdma_eid = f.core_eid, f.wdma_eid
+        cdef long long reserved = 0
+        # -- per stripe -------------------------------------------------------------------------
+        cdef double s, pkg, last_pkg, wake, ready_at, d_start, d_c, first, last, limit, nxt_pkg
+        cdef double start, end, got, acq, hold, n_out, book, s_start, s_end, tok_first, tok_last
+        cdef double w_start, w_last_request, w_port_free, bus_free, own_bus, data_start, w_last
+        cdef double tail, w_done, data_cycles, req_cycles, mem, used
+        cdef long long atoms, take, need, k, n_tok, nbytes, n_req
+        cdef bint release_first, taken, done_any = False
+        cdef double woken
+        cdef Py_ssize_t j
+        while i < end_stripe:
+            s = stripes[i]
+            pkg = s
+            if self.min_stripe > pkg:
+                pkg = self.min_stripe
+            if load > pkg:
+                pkg = load
+            last_pkg = t + (packages - 1) * pkg
+            wake = now                          # sleep_event(env, last_pkg)
+            if slept:
+                slept = False
+            elif last_pkg > now:
+                wake = now + (last_pkg - now)
+                if not wake < peek:
+                    break
+            atoms = <long long>stripes[i] * self.atoms_per_slot
+            take = atoms if atoms < capacity else capacity
+            # credits.ready(take, wake): drop deliveries whose credits are back (as it does)
+            while deliveries:
+                d_start, d_c, k = deliveries[0]
+                if d_start + k * d_c + return_cycles > wake:
+                    break
+                deliveries.popleft()
+                outstanding -= k
+            need = take - (capacity - outstanding)
+            ready_at = wake
+            if need > 0:
+                ready_at = -1.0
+                for d_start, d_c, k in deliveries:
+                    if need <= k:
+                        ready_at = d_start + need * d_c + return_cycles
+                        if wake > ready_at:
+                            ready_at = wake
+                        need = 0
+                        break
+                    need -= k
+                if need > 0:
+                    break                       # CSC waits for CACC's next booking
+            woken = wake                        # sleep_event(env, ready_at)
+            if ready_at > wake:
+                woken = wake + (ready_at - wake)
+                if not woken < peek:
+                    break                       # CSC sleeps until the credits are back
+            if not peek > woken:                # CACC would get the stripe through the queue
+                break
+            # -- CSC: the packages, the credits ----------------------------------------------
+            done_any = True
+            now = wake
+            csc.add(0, t, last_pkg, "busy")
+            if ready_at > now:
+                csc.add(1, now, ready_at, "no CACC credits")
+                now = woken
+            outstanding += take
+            last_pkg = now
+            first = last_pkg + self.cmac_cacc
+            last = first + s - 1
+            if waiters:
+                limit = last_pkg + pkg
+                for j in range(i + 1, min(i + 3, n_stripes)):
+                    nxt_pkg = stripes[j]
+                    if self.min_stripe > nxt_pkg:
+                        nxt_pkg = self.min_stripe
+                    if load > nxt_pkg:
+                        nxt_pkg = load
+                    limit += packages * nxt_pkg
+            else:
+                limit = INF
+            # -- CACC: CaccDelivery.book(stripe, now) ------------------------------------------
+            start = cacc_free
+            if first > start:
+                start = first
+            if now > start:
+                start = now
+            end = start + atoms * c_cacc
+            if last + c_cacc > end:
+                end = last + c_cacc
+            deliveries.append((end - atoms * c_cacc, c_cacc, atoms if atoms < capacity else capacity))
+            n_tok = atoms * group_atoms if tagged else atoms
+            tok_first = start + read + to_sdp
+            tok_last = end - c_cacc + read + to_sdp
+            s_start = cacc_free if cacc_free > cacc_waiting else cacc_waiting
+            cacc.add(1, s_start, start, "no stripe")
+            cacc.add(0, start, end, "delivery")
+            cacc_free = end
+            cacc_waiting = now
+            # -- SDP: FlyingWriter.take(token, limit) -----------------------------------------
+            taken = False
+            if (core_pending or core_getter) and (wdma_pending or wdma_getter):
+                got = now if not core_pending or now >= core_free else core_free
+                n_out = n_tok if out_ratio == 1 else n_tok * out_ratio
+                hold = n_out if n_out <= room_capacity else room_capacity
+                acq = got
+                taken = True
+                if not hold <= room_free + 1e-6:
+                    if not wdma_pending or not hold <= room_free + wdma_hold + 1e-6:
+                        taken = False
+                    acq = wdma_free if wdma_free > got else got
+                if taken:
+                    s_start = acq if acq > tok_first else tok_first        # tokens.serve
+                    s_end = s_start + n_tok * c_sdp
+                    if tok_last + c_sdp > s_end:
+                        s_end = tok_last + c_sdp
+                    s_end = s_end + 0.0
+                    book = acq if not wdma_pending or acq >= wdma_free else wdma_free
+                    if not book < limit - 1e-6 or not peek > book:
+                        taken = False
+            if not taken:
+                self._write_back(env, now, credits, outstanding, delivery, cacc_free,
+                                 cacc_waiting, f, core_free, core_eid, wdma_free, wdma_eid,
+                                 wdma_hold, wait_from, reserved, room, room_free, room_peak,
+                                 wdma, wdma_done, wdma_wait)
+                f._hand_back(now)
+                sdp_in.put(self.seg_type(n_tok, tok_first, tok_last))
+                csc.add(0, last_pkg, last_pkg + pkg, "busy")
+                env._now = now
+                return i + 1, last_pkg + pkg
+            if got > wait_from:
+                core.add(1, wait_from, got, empty)
+            release_first = wdma_pending and wdma_free <= acq
+            if release_first:
+                room_free += wdma_hold
+            if acq > got:
+                core.add(1, got, acq, full)
+            room_free -= hold
+            used = room_capacity - room_free
+            if used > room_peak:
+                room_peak = used
+            if wdma_pending and not release_first:
+                room_free += wdma_hold
+            core.add(1, acq, s_start, "waiting for data")
+            core.add(0, s_start, s_end, "busy")
+            core_free = acq + (s_end - acq) if s_end > acq else acq
+            wait_from = core_free
+            writer.add(1, wdma_wait, book, "no output")
+            if n_out > 0:
+                # MemoryInterface.reserve("SDP_WDMA", "write", nbytes, ready_first=...,
+                # ready_last=...) at cycle `book`
+                nbytes = <long long>(n_out * atom)
+                n_req = (nbytes + burst_bytes - 1) // burst_bytes
+                if n_req < 1:
+                    n_req = 1
+                data_cycles = nbytes / bus_bytes
+                req_cycles = data_cycles / n_req
+                w_start = ports["write"]
+                if book > w_start:
+                    w_start = book
+                w_start = _ready_max(w_start, s_start + c_sdp + depth + pipeline)
+                w_last_request = w_start + (n_req - 1) * w_interval
+                w_last_request = _ready_max(w_last_request, s_end + depth + pipeline)
+                w_port_free = w_last_request + w_interval
+                ports["write"] = w_port_free
+                own_bus = bus_free = buses["write"]
+                if shared:
+                    mem = memif._memory_free
+                    if mem > bus_free:
+                        bus_free = mem
+                data_start = w_start if w_start > bus_free else bus_free
+                w_last = w_last_request + req_cycles - 1
+                tail = data_start + data_cycles - 1
+                if tail > w_last:
+                    w_last = tail
+                w_done = w_last + w_latency
+                buses["write"] = (own_bus if own_bus > data_start else data_start) + data_cycles
+                if shared:
+                    memif._memory_free = (mem if mem > data_start else data_start) + \
+                        nbytes / shared_bytes
+                per["write"] += nbytes
+                if record is not None:
+                    record((w_start, w_done + 1, "SDP_WDMA", "write", nbytes))
+                writer.add(0, w_port_free - n_req * w_interval, w_port_free, "write")
+                if w_done > wdma_done:
+                    wdma_done = w_done
+                wdma_free = book + (w_port_free - book) if w_port_free > book else book
+            else:
+                wdma_free = book
+            wdma_wait = wdma_free
+            wdma_hold = hold
+            core_eid = next(eid)
+            wdma_eid = next(eid)
+            core_pending = wdma_pending = True
+            reserved += 2
+            # -- CSC: the stripe's last package --------------------------------------------
+            csc.add(0, last_pkg, last_pkg + pkg, "busy")
+            t = last_pkg + pkg
+            i += 1
+        if done_any:
+            self._write_back(env, now, credits, outstanding, delivery, cacc_free, cacc_waiting,
+                             f, core_free, core_eid, wdma_free, wdma_eid, wdma_hold, wait_from,
+                             reserved, room, room_free, room_peak, wdma, wdma_done, wdma_wait)
+        else:                   # only credits came back (`ready` drops them as it looks)
+            credits.outstanding = outstanding
+        return i, t
+
+    cdef void _write_back(self, env, double now, credits, long long outstanding, delivery,
+                          double cacc_free, double cacc_waiting, f, double core_free, core_eid,
+                          double wdma_free, wdma_eid, double wdma_hold, double wait_from,
+                          long long reserved, room, double room_free, double room_peak, wdma,
+                          double wdma_done, double wdma_wait) except *:
+        """The run's locals back into the objects the Python path reads."""
+        env._now = now
+        credits.outstanding = outstanding
+        delivery.free = cacc_free
+        delivery.waiting = cacc_waiting
+        f.core_free, f.core_eid = core_free, core_eid
+        f.wdma_free, f.wdma_eid, f.wdma_hold = wdma_free, wdma_eid, wdma_hold
+        f.wait_from = wait_from
+        f.reserved += reserved
+        room.free, room.peak = room_free, room_peak
+        wdma.done, wdma.wait_from = wdma_done, wdma_wait
+
+
+cdef inline double _ready_max(double value, double ready):
+    """`reserve`'s `if ready > value: value = ready` for its ready_first / ready_last."""
+    return ready if ready > value else value

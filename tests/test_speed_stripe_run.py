@@ -1,0 +1,53 @@
+"""CSC's stripes run in C (kernels/stripe_run.pyx, issue 20) give what the Python stripe loop
+gives: the same cycles, bytes, transfers, spans and buffer credits, bit for bit.
+
+Reference: the same program with NVDLA_SIM_STRIPE_RUN=0 (CSC's loop, `CaccDelivery.step` and
+`FlyingWriter.take` in Python, which test_speed_follower holds against the SDP processes).
+Compared with `==` on the run record of test_speed_follower (every layer, every transfer in
+booking order, every span, unit summary, CBUF and output-buffer peaks and final credits), on its
+cases: memory starved and generous, other arrays, 16-bit precisions, CV-SRAM; and the C run must
+have taken stripes."""
+from __future__ import annotations
+
+import pytest
+
+from nvdla_sim.scenario.runner import prepare
+from nvdla_sim.scenario.schema import parse_scenario
+from nvdla_sim.timing import conv
+
+from test_speed_follower import CASES, _run
+
+
+class _Counting:
+    """conv.StripeRun, counting the stripes its runs take."""
+    taken = 0
+
+    def __init__(self, *args):
+        self._run = _REAL(*args)
+
+    def run(self, g, i, t, load, stop, delivery, slept=False):
+        i2, t2 = self._run.run(g, i, t, load, stop, delivery, slept)
+        _Counting.taken += i2 - i
+        return i2, t2
+
+
+_REAL = conv.StripeRun
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_stripe_run_gives_the_python_loops_cycles_bytes_and_spans(case, monkeypatch):
+    hardware, network, precision, memory = CASES[case]
+    scn = parse_scenario({"hardware": hardware, "mode": "timing-only", "network": network,
+                          "precision": precision, "memory": memory,
+                          "outputs": {"plots": False}}, None)
+    prep = prepare(scn)
+    monkeypatch.setattr(conv, "StripeRun", _Counting)
+    _Counting.taken = 0
+    fast = _run(prep, True, monkeypatch, "NVDLA_SIM_STRIPE_RUN")
+    in_c = _Counting.taken
+    plain = _run(prep, False, monkeypatch, "NVDLA_SIM_STRIPE_RUN")
+    assert _Counting.taken == in_c, "the switch did not turn the C run off"
+    assert in_c > 0, "no stripe ran in C"
+    for key in ("layers", "total", "bytes", "transfers", "spans", "units", "cbuf_peak",
+                "pool_peaks", "events"):
+        assert fast[key] == plain[key], key
