@@ -25,14 +25,14 @@ cdef double INF = float("inf")
 
 cdef class StripeRun:
     """One layer's CSC stripe loop state that the runs need (built once per `csc` call)."""
-    cdef object env, credits, stripe_ch, weight_pool, stripes, seg_type
+    cdef object env, credits, stripe_ch, weight_pool, stripes, seg_type, flying_type
     cdef Tracker csc
     cdef double min_stripe, cmac_cacc
     cdef long long packages, atoms_per_slot
     cdef object group_atoms
 
     def __init__(self, env, Tracker csc_tracker, credits, stripe_ch, weight_pool, geom,
-                 double min_stripe, double cmac_cacc, seg_type):
+                 double min_stripe, double cmac_cacc, seg_type, flying_type):
         self.env = env
         self.csc = csc_tracker
         self.credits = credits
@@ -44,72 +44,86 @@ cdef class StripeRun:
         self.group_atoms = geom.group_atoms
         self.min_stripe = min_stripe
         self.cmac_cacc = cmac_cacc
-        self.seg_type = seg_type
+        self.seg_type = seg_type            # tokens.Seg
+        self.flying_type = flying_type      # sdp.FlyingWriter
 
     def run(self, Py_ssize_t g, Py_ssize_t i, double t, double load, Py_ssize_t end_stripe,
-            delivery, bint slept=False):
+            delivery, int phase=0):
         """Stripes i, i+1, ... of group g (before `end_stripe`: the layer's last stripe goes
-        through the processes) while each goes through without an event; `slept`: CSC has
-        already slept until stripe i's packages end (the clock stays).  Returns (the next
-        stripe's index, CSC's next package cycle)."""
+        through the processes) while each goes through without an event.  `phase`: how far
+        CSC has gone with stripe i (0: nothing; 1: slept until its packages end; 2: also
+        recorded them and waited for its CACC credits); the clock stays where it is.  Returns
+        (the next stripe's index, CSC's next package cycle)."""
         env = self.env
         queue = env._queue
         cdef double peek = queue[0][0] if queue else INF
         cdef double now = env._now
         stripe_ch, credits = self.stripe_ch, self.credits
-        sdp_in = delivery.out
-        f = sdp_in.follower
-        if f is None or not delivery.active or credits._booked is not None \
+        if not delivery.active or credits._booked is not None \
                 or len(stripe_ch._getters) != 1 or stripe_ch._items:
             return i, t
-        wdma_ch = f.out
-        room = f.room
-        if sdp_in._items or wdma_ch._items or room is None or room._waiters:
-            return i, t
-        cdef bint core_getter = len(sdp_in._getters) == 1
-        cdef bint wdma_getter = len(wdma_ch._getters) == 1
-        memif, wdma = f.memif, f.wdma
+        sdp_in = delivery.out
+        # SDP: FlyingWriter's take inline when it would take the stripes, else (no follower,
+        # another one, a full buffer, ...) the stripe goes as `CaccDelivery.step` hands it over
+        f = sdp_in.follower
+        cdef bint flying = type(f) is self.flying_type
+        if flying:
+            wdma_ch, room = f.out, f.room
+            flying = not (sdp_in._items or wdma_ch._items or room is None or room._waiters)
         deliveries = credits._deliveries
         # -- constants --------------------------------------------------------------------------
         cdef Tracker csc = self.csc, cacc = delivery.tracker
-        cdef Tracker core = f.core_tracker, writer = f.wdma_tracker
         cdef long long packages = self.packages, capacity = credits.capacity
         cdef double return_cycles = credits.return_cycles
         cdef double c_cacc = delivery.c, read = delivery.read, to_sdp = delivery.to_sdp
-        cdef double c_sdp = f.c, depth = f.depth, pipeline = f.pipeline
-        cdef double out_ratio = f.out_ratio, atom = f.atom
-        cdef double room_capacity = room.capacity
-        empty, full = f.empty, f.full
         cdef bint tagged = bool(self.group_atoms)    # tokens count memory atoms, not slots
         cdef long long group_atoms = self.group_atoms[g] if tagged else 0
         stripes = self.stripes
         cdef Py_ssize_t n_stripes = len(stripes)
         waiters = self.weight_pool._waiters
-        # the write branch of MemoryInterface.reserve: its constants
-        profile = memif.profile
-        cdef double w_interval = profile.write_request_interval_cycles
-        cdef double w_latency = profile.write_latency_cycles
-        cdef double bus_bytes = memif.bus_bytes_per_cycle
-        shared_obj = memif.shared_bytes_per_cycle
-        cdef bint shared = bool(shared_obj)
-        cdef double shared_bytes = shared_obj if shared else 0.0
-        cdef long long burst_bytes = memif._burst_bytes
-        ports, buses = memif._port_free, memif._bus_free
-        per = memif.bytes_by_client.get("SDP_WDMA")
-        if per is None:
-            per = memif.bytes_by_client["SDP_WDMA"] = {"read": 0, "write": 0}
-        record = memif.transfers.append if memif._record else None
+        cdef Tracker core = None, writer = None
+        cdef double c_sdp = 0, depth = 0, pipeline = 0, out_ratio = 1, atom = 0, room_capacity = 0
+        cdef double w_interval = 0, w_latency = 0, bus_bytes = 1, shared_bytes = 0
+        cdef bint shared = False, core_getter = False, wdma_getter = False
+        cdef long long burst_bytes = 1
+        cdef bint core_pending = False, wdma_pending = False
+        cdef double core_free = 0, wdma_free = 0, wdma_hold = 0, wait_from = 0
+        cdef double room_free = 0, room_peak = 0, wdma_done = 0, wdma_wait = 0
+        cdef long long reserved = 0
+        core_eid = wdma_eid = empty = full = memif = wdma = ports = buses = per = record = None
         eid = env._eid
-        # -- state, in locals (written back at every exit) ----------------------------------------
+        if flying:
+            core_getter = len(sdp_in._getters) == 1
+            wdma_getter = len(wdma_ch._getters) == 1
+            memif, wdma = f.memif, f.wdma
+            core, writer = f.core_tracker, f.wdma_tracker
+            c_sdp, depth, pipeline = f.c, f.depth, f.pipeline
+            out_ratio, atom = f.out_ratio, f.atom
+            room_capacity = room.capacity
+            empty, full = f.empty, f.full
+            # the write branch of MemoryInterface.reserve: its constants
+            profile = memif.profile
+            w_interval = profile.write_request_interval_cycles
+            w_latency = profile.write_latency_cycles
+            bus_bytes = memif.bus_bytes_per_cycle
+            shared = bool(memif.shared_bytes_per_cycle)
+            shared_bytes = memif.shared_bytes_per_cycle if shared else 0.0
+            burst_bytes = memif._burst_bytes
+            ports, buses = memif._port_free, memif._bus_free
+            per = memif.bytes_by_client.get("SDP_WDMA")
+            if per is None:
+                per = memif.bytes_by_client["SDP_WDMA"] = {"read": 0, "write": 0}
+            record = memif.transfers.append if memif._record else None
+            # FlyingWriter's state, in locals (written back at every exit)
+            core_pending, wdma_pending = f.core_eid is not None, f.wdma_eid is not None
+            core_free, wdma_free, wdma_hold = f.core_free, f.wdma_free, f.wdma_hold
+            wait_from = f.wait_from
+            room_free, room_peak = room.free, room.peak
+            wdma_done, wdma_wait = wdma.done, wdma.wait_from
+            core_eid, wdma_eid = f.core_eid, f.wdma_eid
+        # CSC's and CACC's state, in locals (written back at every exit)
         cdef long long outstanding = credits.outstanding
         cdef double cacc_free = delivery.free, cacc_waiting = delivery.waiting
-        cdef bint core_pending = f.core_eid is not None, wdma_pending = f.wdma_eid is not None
-        cdef double core_free = f.core_free, wdma_free = f.wdma_free, wdma_hold = f.wdma_hold
-        cdef double wait_from = f.wait_from
-        cdef double room_free = room.free, room_peak = room.peak
-        cdef double wdma_done = wdma.done, wdma_wait = wdma.wait_from
-        core_eid, wdma_eid = f.core_eid, f.wdma_eid
-        cdef long long reserved = 0
         # -- per stripe -------------------------------------------------------------------------
         cdef double s, pkg, last_pkg, wake, ready_at, d_start, d_c, first, last, limit, nxt_pkg
         cdef double start, end, got, acq, hold, n_out, book, s_start, s_end, tok_first, tok_last
@@ -128,49 +142,49 @@ cdef class StripeRun:
                 pkg = load
             last_pkg = t + (packages - 1) * pkg
             wake = now                          # sleep_event(env, last_pkg)
-            if slept:
-                slept = False
-            elif last_pkg > now:
+            if phase == 0 and last_pkg > now:
                 wake = now + (last_pkg - now)
                 if not wake < peek:
                     break
             atoms = <long long>stripes[i] * self.atoms_per_slot
             take = atoms if atoms < capacity else capacity
-            # credits.ready(take, wake): drop deliveries whose credits are back (as it does)
-            while deliveries:
-                d_start, d_c, k = deliveries[0]
-                if d_start + k * d_c + return_cycles > wake:
-                    break
-                deliveries.popleft()
-                outstanding -= k
-            need = take - (capacity - outstanding)
-            ready_at = wake
-            if need > 0:
-                ready_at = -1.0
-                for d_start, d_c, k in deliveries:
-                    if need <= k:
-                        ready_at = d_start + need * d_c + return_cycles
-                        if wake > ready_at:
-                            ready_at = wake
-                        need = 0
+            ready_at = woken = wake
+            if phase < 2:
+                # credits.ready(take, wake): drop deliveries whose credits are back (as it does)
+                while deliveries:
+                    d_start, d_c, k = deliveries[0]
+                    if d_start + k * d_c + return_cycles > wake:
                         break
-                    need -= k
+                    deliveries.popleft()
+                    outstanding -= k
+                need = take - (capacity - outstanding)
                 if need > 0:
-                    break                       # CSC waits for CACC's next booking
-            woken = wake                        # sleep_event(env, ready_at)
-            if ready_at > wake:
-                woken = wake + (ready_at - wake)
-                if not woken < peek:
-                    break                       # CSC sleeps until the credits are back
+                    ready_at = -1.0
+                    for d_start, d_c, k in deliveries:
+                        if need <= k:
+                            ready_at = d_start + need * d_c + return_cycles
+                            if wake > ready_at:
+                                ready_at = wake
+                            need = 0
+                            break
+                        need -= k
+                    if need > 0:
+                        break                   # CSC waits for CACC's next booking
+                if ready_at > wake:             # sleep_event(env, ready_at)
+                    woken = wake + (ready_at - wake)
+                    if not woken < peek:
+                        break                   # CSC sleeps until the credits are back
             if not peek > woken:                # CACC would get the stripe through the queue
                 break
             # -- CSC: the packages, the credits ----------------------------------------------
             done_any = True
             now = wake
-            csc.add(0, t, last_pkg, "busy")
-            if ready_at > now:
-                csc.add(1, now, ready_at, "no CACC credits")
-                now = woken
+            if phase < 2:
+                csc.add(0, t, last_pkg, "busy")
+                if ready_at > now:
+                    csc.add(1, now, ready_at, "no CACC credits")
+                    now = woken
+            phase = 0
             outstanding += take
             last_pkg = now
             first = last_pkg + self.cmac_cacc
@@ -206,7 +220,7 @@ cdef class StripeRun:
             cacc_waiting = now
             # -- SDP: FlyingWriter.take(token, limit) -----------------------------------------
             taken = False
-            if (core_pending or core_getter) and (wdma_pending or wdma_getter):
+            if flying and (core_pending or core_getter) and (wdma_pending or wdma_getter):
                 got = now if not core_pending or now >= core_free else core_free
                 n_out = n_tok if out_ratio == 1 else n_tok * out_ratio
                 hold = n_out if n_out <= room_capacity else room_capacity
@@ -225,15 +239,18 @@ cdef class StripeRun:
                     book = acq if not wdma_pending or acq >= wdma_free else wdma_free
                     if not book < limit - 1e-6 or not peek > book:
                         taken = False
-            if not taken:
-                self._write_back(env, now, credits, outstanding, delivery, cacc_free,
-                                 cacc_waiting, f, core_free, core_eid, wdma_free, wdma_eid,
-                                 wdma_hold, wait_from, reserved, room, room_free, room_peak,
-                                 wdma, wdma_done, wdma_wait)
-                f._hand_back(now)
-                sdp_in.put(self.seg_type(n_tok, tok_first, tok_last))
-                csc.add(0, last_pkg, last_pkg + pkg, "busy")
+            if not taken:                       # as CaccDelivery.step hands it over
                 env._now = now
+                credits.outstanding = outstanding
+                delivery.free, delivery.waiting = cacc_free, cacc_waiting
+                if flying:
+                    self._write_back(f, core_free, core_eid, wdma_free, wdma_eid, wdma_hold,
+                                     wait_from, reserved, room, room_free, room_peak, wdma,
+                                     wdma_done, wdma_wait)
+                token = self.seg_type(n_tok, tok_first, tok_last)
+                if f is None or not (f._hand_back(now) if flying else f.take(token, limit)):
+                    sdp_in.put(token)
+                csc.add(0, last_pkg, last_pkg + pkg, "busy")
                 return i + 1, last_pkg + pkg
             if got > wait_from:
                 core.add(1, wait_from, got, empty)
@@ -304,24 +321,21 @@ cdef class StripeRun:
             csc.add(0, last_pkg, last_pkg + pkg, "busy")
             t = last_pkg + pkg
             i += 1
+        env._now = now
+        credits.outstanding = outstanding      # (`ready` drops returned credits as it looks)
         if done_any:
-            self._write_back(env, now, credits, outstanding, delivery, cacc_free, cacc_waiting,
-                             f, core_free, core_eid, wdma_free, wdma_eid, wdma_hold, wait_from,
-                             reserved, room, room_free, room_peak, wdma, wdma_done, wdma_wait)
-        else:                   # only credits came back (`ready` drops them as it looks)
-            credits.outstanding = outstanding
+            delivery.free, delivery.waiting = cacc_free, cacc_waiting
+            if flying:
+                self._write_back(f, core_free, core_eid, wdma_free, wdma_eid, wdma_hold,
+                                 wait_from, reserved, room, room_free, room_peak, wdma,
+                                 wdma_done, wdma_wait)
         return i, t
 
-    cdef void _write_back(self, env, double now, credits, long long outstanding, delivery,
-                          double cacc_free, double cacc_waiting, f, double core_free, core_eid,
-                          double wdma_free, wdma_eid, double wdma_hold, double wait_from,
-                          long long reserved, room, double room_free, double room_peak, wdma,
-                          double wdma_done, double wdma_wait) except *:
-        """The run's locals back into the objects the Python path reads."""
-        env._now = now
-        credits.outstanding = outstanding
-        delivery.free = cacc_free
-        delivery.waiting = cacc_waiting
+    cdef void _write_back(self, f, double core_free, core_eid, double wdma_free, wdma_eid,
+                          double wdma_hold, double wait_from, long long reserved, room,
+                          double room_free, double room_peak, wdma, double wdma_done,
+                          double wdma_wait) except *:
+        """FlyingWriter's state from the run's locals (the Python path reads them)."""
         f.core_free, f.core_eid = core_free, core_eid
         f.wdma_free, f.wdma_eid, f.wdma_hold = wdma_free, wdma_eid, wdma_hold
         f.wait_from = wait_from

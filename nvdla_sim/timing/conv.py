@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
 from ..kernels.stripe_run import StripeRun
+from .sdp import FlyingWriter
 from .tokens import (GRANTED, Ready, Seg, coarse_stripes, sleep_event, stripe_runs, token_runs,
                      wait_until, waited)
 
@@ -370,7 +371,7 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
     wt_channel = tm.channel(CH_WEIGHT)
     # whole stripes in C while each goes through without an event (kernels/stripe_run.pyx)
     fast = StripeRun(env, tracker, credits, out, weight_pool, geom, p.conv.csc_min_stripe_atoms,
-                     p.conv.cmac_cacc_cycles, Seg) if direct and coarse <= 1 and stripe_runs() \
+                     p.conv.cmac_cacc_cycles, Seg, FlyingWriter) if direct and coarse <= 1 and stripe_runs() \
         else None
     for g, kernels in enumerate(geom.group_kernels):
         wt = yield from waited(env, wt_channel.get(), tracker, "weights not in CBUF")
@@ -394,13 +395,13 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
             sleep = sleep_event(env, last_pkg)      # wait_until without a generator
             if sleep is not None:
                 yield sleep
-            if fast is not None:
+            if fast is not None and i < stop:
                 # this stripe from here on, and the next ones, in C while nothing waits
                 if delivery is None or not delivery.active:
                     delivery = _CACC.get(tm)
-                if delivery is not None and i < stop:
+                if delivery is not None:
                     i_run = i
-                    i, t = fast.run(g, i, t, load, stop, delivery, True)
+                    i, t = fast.run(g, i, t, load, stop, delivery, 1)
                     if i > i_run:
                         continue
             tracker.busy(t, last_pkg)
@@ -418,6 +419,12 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
                 sleep = sleep_event(env, ready_at)
                 if sleep is not None:
                     yield sleep
+                    if fast is not None and i < stop and delivery is not None \
+                            and delivery.active:          # the rest of it in C, as above
+                        i_run = i
+                        i, t = fast.run(g, i, t, load, stop, delivery, 2)
+                        if i > i_run:
+                            continue
             credits.take(take)
             last_pkg = env.now
             end_layer = g == n_groups - 1 and i == n_stripes - 1
