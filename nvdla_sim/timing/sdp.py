@@ -9,6 +9,7 @@ or in SDP->PDP mode to the PDP core's input channel.  In flying mode the input c
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from heapq import heappush
 from typing import TYPE_CHECKING, Generator
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Generator
 from simpy.events import NORMAL
 
 from .dma import WriteState, split_atoms, token_atoms, write_stream
+from .sdp_operands import OperandReader, OperandState, OperandWriter, operand_writer, register, \
+    unregister
 from .tokens import (GRANTED, Channel, Ready, Seg, coarse_stripes, flying_writer, held, serve,
                      sleep_event, wait_until, waited)
 
@@ -86,19 +89,23 @@ def rdma(unit: "Unit", geom: SdpRdmaGeometry) -> Generator:
         if per_element:
             fifo = tm.params.rates.latency_fifo_atoms
             ops = tm.channel(CH_OPERANDS, fifo)
-            chunks = split_atoms(geom.atoms, min(token_atoms(tm), fifo))
-            for i, chunk in enumerate(chunks):
-                yield from waited(env, ops.room.acquire(chunk.atoms), tracker, f"{ops.name} full")
-                first = last = port_free = 0.0
-                busy = 0.0
-                for client, ram, per_atom in per_element:
-                    tr = tm.engine.memif(ram).reserve(client, "read", round(per_atom * chunk.atoms))
-                    first, last = max(first, tr.first), max(last, tr.last)
-                    port_free, busy = max(port_free, tr.port_free), busy + tr.port_cycles
-                ops.put(Seg(chunk.atoms, max(first + rsp, operands_ready),
-                            max(last + rsp, operands_ready), end=i == len(chunks) - 1))
-                tracker.busy(port_free - busy, port_free, "operands")
-                yield from wait_until(env, port_free)
+            # the loop's state in an object the SDP core's OperandWriter may advance while
+            # this process waits for room (sdp_operands.py)
+            reader = OperandReader(tm, ops, split_atoms(geom.atoms, min(token_atoms(tm), fifo)),
+                                   per_element, operands_ready)
+            register(reader)
+            chunks, room = reader.chunks, ops.room
+            while reader.i < len(chunks):
+                grant = room.acquire(chunks[reader.i].atoms)
+                if grant is not GRANTED:
+                    reader.wait_from, reader.parked = env.now, grant
+                    yield grant
+                    reader.parked = None
+                    tracker.stall(reader.wait_from, env.now, reader.full)
+                sleep = sleep_event(env, reader.book())
+                if sleep is not None:
+                    yield sleep
+            unregister(reader)
         tracker.flush()
         return
     chunks = split_atoms(geom.atoms, token_atoms(tm))
@@ -154,15 +161,23 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
         if geom.flying and tm.claim(CH_OPERANDS) else None
     if geom.flying:      # CSC hands this layer coarse tokens only without operands (timing/conv.py)
         tm.flying_operands = ops is not None
-    have, have_last = 0.0, 0.0
+    credit = OperandState()       # operand atoms taken, the last one's arrival
     end = env.now
     room = out.room if out is not None else None
     # CACC's stripes straight into this core and its write DMA (FlyingWriter), when nothing
-    # else reads or feeds them: the plain case of a convolution layer's output
+    # else reads or feeds them: the plain case of a convolution layer's output; with operands
+    # beside them, the operand reader as well (OperandWriter, sdp_operands.py)
     follower = None
-    if geom.flying and wdma is not None and ops is None and inp is tm.channel(CH_CACC) \
-            and flying_writer() and coarse_stripes() <= 1:
-        follower = inp.follower = FlyingWriter(tm, geom, c, depth, inp, out, wdma)
+    if geom.flying and wdma is not None and inp is tm.channel(CH_CACC) and flying_writer():
+        if ops is None:
+            if coarse_stripes() <= 1:
+                follower = inp.follower = FlyingWriter(tm, geom, c, depth, inp, out, wdma)
+        # CSC hands a layer with operands single stripes unless NVDLA_SIM_COARSE_OPERANDS=1
+        # (timing/conv.py)
+        elif operand_writer() and (coarse_stripes() <= 1
+                                   or os.environ.get("NVDLA_SIM_COARSE_OPERANDS") != "1"):
+            follower = inp.follower = OperandWriter(tm, geom.ram_type, geom.out_ratio, c, depth,
+                                                    inp, out, ops, wdma, credit)
     empty = f"{inp.name} empty"
     waits = follower if follower is not None else WriteState(env.now)    # .wait_from
     while True:
@@ -175,10 +190,11 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
             seg = yield got
             tracker.stall(waits.wait_from, env.now, empty)
         if ops is not None:
-            while have < seg.n - 1e-9:
+            while credit.have < seg.n - 1e-9:
                 op = yield from waited(env, ops.get(), tracker, f"{ops.name} empty")
-                have, have_last = have + op.n, op.last
+                credit.have, credit.have_last = credit.have + op.n, op.last
                 ops.release(op.n)          # taken into the core's pipeline
+            have_last = credit.have_last
             seg = Seg(seg.n, max(seg.first, min(have_last, seg.last)), max(seg.last, have_last),
                       seg.tag, seg.end)
         n_out = seg.n if geom.out_ratio == 1 else seg.n * geom.out_ratio
@@ -198,7 +214,7 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
             yield sleep
         inp.release(seg.n)
         if ops is not None:
-            have -= seg.n
+            credit.have -= seg.n
         if seg.end:
             break
     if follower is not None:

@@ -1,0 +1,378 @@
+"""A fused element-wise SDP layer without events per stripe (issue 20): the SDP core, its write
+DMA and SDP_RDMA's per-element operand stream beside CACC's output.
+
+ResNet-50's res*_branch2c layers add the shortcut in SDP: CACC hands SDP each stripe, the core
+takes the stripe's operands from SDP_RDMA's latency FIFO, which frees room there, so SDP_RDMA
+books its next operand read; the core serves the stripe and the write DMA books its write.  On
+the processes alone that is about eight SimPy events a stripe (`sdp.rdma`, `sdp.core`,
+`dma.write_stream`).  `OperandWriter.take` computes the same steps when CACC hands a stripe over
+and books both transfers at once when every one of them comes before any other event (and before
+CSC next does something others see, `limit`), the rule of `sdp.FlyingWriter` with the operand
+reader as a third party:
+
+- the core takes the stripe when it waits for one (or when its sleep after the last one ends),
+  takes the operands the FIFO holds (they must be there), frees their room; SDP_RDMA, waiting
+  for that room, is granted it in the same cycle and books its read first (its grant is the
+  event scheduled first), then the core serves and the write DMA books the write;
+- SDP_RDMA then sleeps until its port is free and waits for room again: that wait starts at the
+  cycle its port is free and ends at the next stripe's take, so nothing is scheduled for it.
+
+The three processes stay parked (the core and the write DMA on their input channels, SDP_RDMA on
+its room request); their pending wake-ups keep the event numbers SimPy would have given them, and
+when a stripe cannot be taken (the layer's last, the operand reader's last read, operands not yet
+in, a tie or another event first) they become events again (`_hand_back`) and the processes go on
+from the state left here.  NVDLA_SIM_OPERAND_WRITER=0 turns this off (the reference
+tests/test_speed_operands.py compares it against).
+"""
+from __future__ import annotations
+
+import os
+import weakref
+from heapq import heappush
+from typing import TYPE_CHECKING
+
+from simpy.events import NORMAL
+
+from .tokens import GRANTED, Channel, Seg, held, serve
+
+if TYPE_CHECKING:
+    from .dma import WriteState
+    from .model import TimingModel
+
+
+def operand_writer() -> bool:
+    """Whether a fused element-wise layer's SDP, write DMA and operand reads may take CACC's
+    stripes without events (`OperandWriter`; exact).  NVDLA_SIM_OPERAND_WRITER=0 turns it off."""
+    return os.environ.get("NVDLA_SIM_OPERAND_WRITER", "1") != "0"
+
+
+class OperandReader:
+    """SDP_RDMA's per-element operand stream of one flying layer, its loop state outside the
+    generator (`sdp.rdma`) so that `OperandWriter` can advance it: the next chunk, the cycle it
+    began waiting for room, the room request it is parked on."""
+    __slots__ = ("env", "ops", "chunks", "i", "per_element", "memifs", "ready", "rsp", "tracker",
+                 "full", "parked", "wait_from")
+
+    def __init__(self, tm: "TimingModel", ops: Channel, chunks: list, per_element: list,
+                 operands_ready: float):
+        self.env = tm.env
+        self.ops = ops
+        self.chunks = chunks
+        self.i = 0                           # the next chunk to read
+        self.per_element = per_element       # (client, ram type, bytes per atom)
+        self.memifs = [tm.engine.memif(ram) for _, ram, _ in per_element]
+        self.ready = operands_ready          # the per-kernel operands are in
+        self.rsp = tm.params.dma.response_cycles
+        self.tracker = tm.tracker("SDP_RDMA")
+        self.full = f"{ops.name} full"
+        self.parked = None                   # the room request the generator waits on
+        self.wait_from = tm.env.now
+
+    def book(self) -> float:
+        """Read chunk `i` now (each operand's DMA in turn), hand it to the core's FIFO; returns
+        the cycle the port takes the next request."""
+        chunk = self.chunks[self.i]
+        first = last = port_free = 0.0
+        busy = 0.0
+        for (client, _, per_atom), memif in zip(self.per_element, self.memifs):
+            tr = memif.reserve(client, "read", round(per_atom * chunk.atoms))
+            first, last = max(first, tr.first), max(last, tr.last)
+            port_free, busy = max(port_free, tr.port_free), busy + tr.port_cycles
+        rsp, ready = self.rsp, self.ready
+        self.i += 1
+        self.ops.put(Seg(chunk.atoms, max(first + rsp, ready), max(last + rsp, ready),
+                         end=self.i == len(self.chunks)))
+        self.tracker.busy(port_free - busy, port_free, "operands")
+        return port_free
+
+
+# the operand reader of each operand channel while its layer runs
+_READERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def register(reader: OperandReader) -> None:
+    _READERS[reader.ops] = reader
+
+
+def unregister(reader: OperandReader) -> None:
+    if _READERS.get(reader.ops) is reader:
+        del _READERS[reader.ops]
+
+
+class OperandState:
+    """The core's operand credit (atoms taken from the FIFO, not yet consumed) and the last one's
+    arrival, shared by `sdp.core` and `OperandWriter`."""
+    __slots__ = ("have", "have_last")
+
+    def __init__(self):
+        self.have = 0.0
+        self.have_last = 0.0
+
+
+class OperandWriter:
+    """CACC's stripes of a fused element-wise layer taken by the SDP core, its write DMA and the
+    operand reader without events (see the module doc).  `take` is `sdp.FlyingWriter.take`'s
+    protocol: True when the stripe was handled here."""
+    # not a FlyingWriter: kernels/stripe_run.pyx runs FlyingWriter's steps in C for the
+    # follower of a convolution's output and declines a follower without an output room
+    room = None
+    __slots__ = ("env", "tm", "inp", "out", "buffer", "ops", "wdma", "memif", "c", "depth",
+                 "pipeline", "out_ratio", "atom", "core_tracker", "wdma_tracker", "empty",
+                 "state", "wait_from", "core_free", "core_eid", "wdma_free", "wdma_eid",
+                 "wdma_hold", "reader", "rd_eid", "rd_held", "rd_need", "reserved", "taken")
+
+    def __init__(self, tm: "TimingModel", ram_type: int, out_ratio: float, c: float,
+                 depth: float, inp: Channel, out: Channel, ops: Channel, wdma: "WriteState",
+                 state: OperandState):
+        self.env = tm.env
+        self.tm = tm
+        self.inp, self.out, self.buffer, self.ops, self.wdma = inp, out, out.room, ops, wdma
+        self.memif = tm.engine.memif(ram_type)
+        self.c, self.depth, self.pipeline = c, depth, tm.params.sdp.wdma_cycles
+        self.out_ratio = out_ratio
+        self.atom = tm.params.rates.atom_bytes
+        self.core_tracker, self.wdma_tracker = tm.tracker("SDP"), tm.tracker("SDP_WDMA")
+        self.empty = f"{inp.name} empty"
+        self.state = state
+        self.wait_from = tm.env.now          # the core began waiting for its next stripe
+        # pending wake-ups computed here (None: nothing pending), with their event numbers
+        self.core_free = self.wdma_free = tm.env.now
+        self.core_eid = self.wdma_eid = None
+        self.wdma_hold = 0.0
+        # the operand reader: parked on its room request, held here (not in the pool's
+        # waiters) from the first stripe taken; it waits for `rd_need` atoms of room from its
+        # `wait_from` (after its sleep, event number `rd_eid`, when that is still pending)
+        self.reader = None
+        self.rd_eid = None
+        self.rd_held = False
+        self.rd_need = 0.0
+        self.reserved = 0                    # event numbers kept for wake-ups (engine's count)
+        self.taken = 0                       # stripes taken here
+
+    def take(self, seg: Seg, limit: float) -> bool:
+        inp, out, room, ops = self.inp, self.out, self.buffer, self.ops
+        env = self.env
+        now = env._now
+        if seg.end or inp._items or out._items or room is None or room._waiters \
+                or ops._getters or (self.core_eid is None and len(inp._getters) != 1) \
+                or (self.wdma_eid is None and len(out._getters) != 1):
+            return self._hand_back(now)
+        reader = self.reader
+        if reader is None:
+            reader = self.reader = _READERS.get(ops)
+            if reader is None:
+                return self._hand_back(now)
+        queue = env._queue
+        head = queue[0][0] if queue else float("inf")
+        # the core takes the stripe now (it waits for one) or when its sleep ends
+        core_free = self.core_free
+        got = now if self.core_eid is None or now >= core_free else core_free
+        # the write DMA's pending wake-up: before `got` it has freed its last stripe's room and
+        # waits for the atoms; after, it frees the room then and takes the atoms at once
+        pending = self.wdma_eid is not None
+        wdma_free = self.wdma_free
+        release_first = pending and wdma_free < got
+        if pending and not release_first and not wdma_free > got:      # a tie
+            return self._hand_back(now)
+        # the operand reader: waiting for room by `got` (held here or parked in the pool)
+        pool = ops.room
+        rd_waits = False
+        if self.rd_held:
+            if not self.reader_wait_from() < got:
+                return self._hand_back(now)
+            rd_waits, need = True, self.rd_need
+        elif pool._waiters:
+            if len(pool._waiters) != 1 or reader.parked is None \
+                    or pool._waiters[0][1] is not reader.parked:
+                return self._hand_back(now)
+            rd_waits, need = True, pool._waiters[0][0]
+        else:
+            need = 0.0
+        # -- what the processes would do, before changing anything ------------------------------
+        st = self.state
+        have, have_last = st.have, st.have_last
+        items = ops._items
+        taken = 0
+        free = pool.free
+        granted = False
+        while have < seg.n - 1e-9:
+            if granted or taken >= len(items):   # the core would wait (an event first / empty)
+                return self._hand_back(now)
+            op = items[taken]
+            taken += 1
+            have, have_last = have + op.n, op.last
+            free += op.n
+            if rd_waits and need <= free + 1e-6:
+                granted = True
+                free -= need
+        if granted:
+            if reader.i >= len(reader.chunks) - 1:       # its last read: the process ends it
+                return self._hand_back(now)
+            # after its read it waits again: the room left must be short of the next chunk
+            if reader.chunks[reader.i + 1].atoms <= free + 1e-6:
+                return self._hand_back(now)
+        n_out = seg.n if self.out_ratio == 1 else seg.n * self.out_ratio
+        hold = held(out, n_out)
+        room_free = room.free + self.wdma_hold if release_first else room.free
+        if not hold <= room_free + 1e-6:
+            return self._hand_back(now)
+        book = got if not pending or release_first else wdma_free
+        if not book < limit - 1e-6 or not head > book:
+            return self._hand_back(now)
+        # -- commit: the processes' calls in their order ----------------------------------------
+        self.taken += 1
+        eid = env._eid
+        if release_first:                     # the write DMA woke before: frees its room
+            room.free += self.wdma_hold
+        tracker = self.core_tracker
+        if got > self.wait_from:              # the core waited for the stripe
+            tracker.stall(self.wait_from, got, self.empty)
+        for _ in range(taken):                # its operands: their room back to the reader
+            op = items.popleft()
+            pool.free += op.n
+        st.have, st.have_last = have - seg.n, have_last    # consumed when the core wakes
+        seg = Seg(seg.n, max(seg.first, min(have_last, seg.last)), max(seg.last, have_last),
+                  seg.tag, seg.end)
+        rd_eid = None
+        if granted:
+            if not self.rd_held:              # take the reader's request from the pool
+                pool._waiters.popleft()
+                self.rd_held = True
+            pool.free -= need
+            used = pool.capacity - pool.free
+            if used > pool.peak:
+                pool.peak = used
+            # SDP_RDMA's grant is processed first: it books its read and sleeps until its port
+            # is free, then waits for room for its next chunk
+            env._now = got
+            reader.tracker.stall(reader.wait_from, got, reader.full)
+            port_free = reader.book()
+            env._now = now
+            self.rd_need = reader.chunks[reader.i].atoms
+            if port_free > got:
+                reader.wait_from = got + (port_free - got)
+                rd_eid = next(eid)
+            else:
+                reader.wait_from = got
+            self.rd_eid = rd_eid
+        # the core: its output room, then the stripe
+        room.free -= hold
+        used = room.capacity - room.free
+        if used > room.peak:
+            room.peak = used
+        if pending and not release_first:     # the write DMA wakes after: frees its room then
+            room.free += self.wdma_hold
+        c = self.c
+        start, end = serve(got, seg, c)
+        first, last = start + c + self.depth, end + self.depth
+        tracker.stall(got, start, "waiting for data")
+        tracker.busy(start, end)
+        self.core_free = got + (end - got) if end > got else got   # its sleep until `end`
+        self.wait_from = self.core_free
+        # the write DMA: takes the atoms at once (it waits for them), books, sleeps
+        wdma, tracker = self.wdma, self.wdma_tracker
+        tracker.stall(wdma.wait_from, book, "no output")
+        nbytes = int(n_out * self.atom)
+        if n_out > 0:
+            env._now = book
+            tr = self.memif.reserve("SDP_WDMA", "write", nbytes, ready_first=first + self.pipeline,
+                                    ready_last=last + self.pipeline)
+            env._now = now
+            tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "write")
+            if tr.done > wdma.done:
+                wdma.done = tr.done
+            port_free = tr.port_free
+            self.wdma_free = book + (port_free - book) if port_free > book else book
+        else:
+            self.wdma_free = book
+        wdma.wait_from = self.wdma_free
+        self.wdma_hold = hold
+        self.core_eid, self.wdma_eid = next(eid), next(eid)
+        self.reserved += 2 + (rd_eid is not None)
+        return True
+
+    def reader_wait_from(self) -> float:
+        return self.reader.wait_from
+
+    def _hand_back(self, now: float) -> bool:
+        """The processes take over: pending wake-ups become events (or, when already past, their
+        effect is applied).  Returns False."""
+        env = self.env
+        if self.rd_held:
+            reader, pool = self.reader, self.ops.room
+            parked = reader.parked
+            if self.rd_eid is not None and reader.wait_from >= now:
+                heappush(env._queue, (reader.wait_from, NORMAL, self.rd_eid,
+                                      _Wake(env, self._reader_wakes, parked)))
+                self.reserved -= 1
+            else:                             # it waits for room (short: nothing freed it)
+                pool._waiters.append((self.rd_need, parked))
+            self.rd_eid = None
+            self.rd_held = False
+        if self.core_eid is not None:
+            if self.core_free >= now:
+                getter = self.inp._getters.popleft()
+                heappush(env._queue, (self.core_free, NORMAL, self.core_eid,
+                                      _Wake(env, self._core_wakes, getter)))
+                self.reserved -= 1
+            self.core_eid = None
+        if self.wdma_eid is not None:
+            getter = self.out._getters.popleft()
+            if self.wdma_free >= now:
+                heappush(env._queue, (self.wdma_free, NORMAL, self.wdma_eid,
+                                      _Wake(env, self._wdma_wakes, getter)))
+                self.reserved -= 1
+            else:
+                self.buffer.release(self.wdma_hold)
+                self.out._getters.appendleft(getter)
+            self.wdma_eid = None
+        return False
+
+    def _reader_wakes(self, parked) -> None:
+        """SDP_RDMA after its sleep: asks for room for its next chunk (as `sdp.rdma` does);
+        `parked`: the room request its process waits on."""
+        reader = self.reader
+        reader.wait_from = self.env._now
+        grant = self.ops.room.acquire(self.rd_need)
+        if grant is GRANTED:                  # granted at once: the process goes on now
+            _fire(parked)
+        else:                                 # an event: the process goes on when it fires
+            grant.callbacks.append(lambda _e: _fire(parked))
+
+    def _core_wakes(self, getter) -> None:
+        """The core after its sleep: its next stripe, or a wait for one (as `Channel.get`)."""
+        inp = self.inp
+        self.wait_from = self.env._now
+        inp._getters.appendleft(getter)
+        if inp._items:
+            inp._serve()
+
+    def _wdma_wakes(self, getter) -> None:
+        """The write DMA after its sleep: frees its stripe's room, then its next token."""
+        out = self.out
+        self.wdma.wait_from = self.env._now
+        out._getters.appendleft(getter)
+        self.buffer.release(self.wdma_hold)
+        if out._items:
+            out._serve()
+
+
+def _fire(event) -> None:
+    """Resume the processes waiting on `event` now, as its processing would."""
+    event._ok = True
+    event._value = None
+    callbacks, event.callbacks = event.callbacks, None
+    for callback in callbacks:
+        callback(event)
+
+
+class _Wake:
+    """A wake-up `OperandWriter` puts on SimPy's queue itself, with the event number of the
+    sleep it stands for: calls `action(arg)` when processed."""
+    __slots__ = ("env", "callbacks", "_ok", "_value", "_defused")
+
+    def __init__(self, env, action, arg):
+        self.env = env
+        self.callbacks = [lambda _e: action(arg)]
+        self._ok = True
+        self._value = None

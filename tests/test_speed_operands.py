@@ -1,0 +1,87 @@
+"""A fused element-wise SDP layer's core, write DMA and operand reads taking CACC's stripes
+without events (timing/sdp_operands.py OperandWriter, issue 20) give what the three processes
+give on their own.
+
+Reference: the same program with NVDLA_SIM_OPERAND_WRITER=0 (every stripe through the SDP core's
+channel, every operand read booked by SDP_RDMA's process, every write by the write DMA's), the
+plain convolutions' FlyingWriter on in both.  Compared with `==` (test_speed_follower's record):
+every layer's start, end, bytes and bound, the total, each interface's bytes per client, every
+transfer record in booking order, every busy/stall span, the unit summary, the CBUF peak, every
+channel buffer's peak and final credits; and the shortcut must have been used (stripes taken,
+fewer SimPy events).  Networks with residual adds fused into SDP (ResNet-50's head, a small
+bottleneck) on nv_small (starved and generous memory), a 64-MAC nv_large, nv_large and nv_full
+in INT16 and FP16."""
+from __future__ import annotations
+
+import pytest
+
+from nvdla_sim.scenario.runner import prepare
+from nvdla_sim.scenario.schema import parse_scenario
+from nvdla_sim.timing import sdp_operands
+
+from test_speed_follower import HEAD, _run
+from test_speed_tokens import _bottleneck
+
+# a 1x1 / 3x3 / 1x1 bottleneck with a projection and the add fused into res_2c's SDP
+BOTTLENECK = {"name": "bottleneck", "input": [32, 28, 28],
+              "layers": [{"name": "c0", "type": "conv", "out_channels": 512, "kernel": 3,
+                          "pad": 1, "relu": True}] + _bottleneck("res", "c0", 512, 512, 1, True)}
+LARGE_8X8 = {"preset": "nv_large", "atomic_c": 8, "atomic_k": 8, "cbuf": {"bank_width_bytes": 8},
+             "memory_atomic_bytes": 8}
+
+CASES = {
+    "nv_small_10gbps": ("nv_small", HEAD, "int8", {"dram_gbps": 10, "dram_latency_ns": 100}),
+    "nv_small_1gbps": ("nv_small", HEAD, "int8", {"dram_gbps": 1, "dram_latency_ns": 100}),
+    "nv_small_25gbps": ("nv_small", BOTTLENECK, "int8", {"dram_gbps": 25.6,
+                                                         "dram_latency_ns": 50}),
+    "nv_large_8x8": (LARGE_8X8, HEAD, "int8", {"dram_gbps": 10, "dram_latency_ns": 100,
+                                               "cvsram_bytes": 0}),
+    # nv_large's stripes (64 atoms) need four operand chunks each and its SDP core lags CACC:
+    # every stripe is declined, the processes run them (the same result all the same)
+    "nv_large": ("nv_large", HEAD, "int8", {"dram_gbps": 10, "dram_latency_ns": 100,
+                                            "cvsram_bytes": 0}),
+    "nv_full_int16": ("nv_full", BOTTLENECK, "int16", {"dram_gbps": 3, "dram_latency_ns": 100}),
+    "nv_full_fp16": ("nv_full", BOTTLENECK, "fp16", {"dram_gbps": 10, "dram_latency_ns": 100}),
+}
+
+
+def _record(prep, on: bool, monkeypatch) -> dict:
+    """test_speed_follower's record (FlyingWriter on) with the operand writer on or off, and
+    the stripes it took."""
+    monkeypatch.setenv("NVDLA_SIM_OPERAND_WRITER", "1" if on else "0")
+    taken = []
+    real = sdp_operands.OperandWriter.take
+
+    def counting(self, seg, limit):
+        ok = real(self, seg, limit)
+        taken.append(ok)
+        return ok
+
+    monkeypatch.setattr(sdp_operands.OperandWriter, "take", counting)
+    record = _run(prep, True, monkeypatch)
+    monkeypatch.setattr(sdp_operands.OperandWriter, "take", real)
+    return {**record, "operand_stripes": sum(taken)}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_operand_writer_gives_the_processes_cycles_bytes_and_spans(case, monkeypatch):
+    hardware, network, precision, memory = CASES[case]
+    scn = parse_scenario({"hardware": hardware, "mode": "timing-only", "network": network,
+                          "precision": precision, "memory": memory,
+                          "outputs": {"plots": False}}, None)
+    prep = prepare(scn)
+    fast, plain = _record(prep, True, monkeypatch), _record(prep, False, monkeypatch)
+    assert plain["operand_stripes"] == 0
+    if case != "nv_large":
+        assert fast["operand_stripes"] > 0, "no stripe of the fused add was taken without events"
+        assert fast["events"] < plain["events"]
+    for key in ("layers", "total", "bytes", "transfers", "spans", "units", "cbuf_peak",
+                "pool_peaks"):
+        assert fast[key] == plain[key], key
+
+
+def test_operand_writer_switch(monkeypatch):
+    monkeypatch.setenv("NVDLA_SIM_OPERAND_WRITER", "0")
+    assert not sdp_operands.operand_writer()
+    monkeypatch.setenv("NVDLA_SIM_OPERAND_WRITER", "1")
+    assert sdp_operands.operand_writer()
