@@ -618,9 +618,9 @@ def _piece(program: RegisterProgram, step: Step) -> RegisterProgram:
     """The step's commands as a program of their own: sync_waits on interrupts of earlier steps
     are dropped (the previous piece ended when every interrupt it armed had fired)."""
     commands = program.commands[step.first_command:step.end_command]
-    armed = {c.sync_id for c in commands if isinstance(c, IntrNotify)}
+    armed = {c.sync_id for c in commands if type(c) is IntrNotify}
     return RegisterProgram(f"{program.name}:{step.name}",
-                           [c for c in commands if not (isinstance(c, SyncWait) and c.sync_id not in armed)])
+                           [c for c in commands if type(c) is not SyncWait or c.sync_id in armed])
 
 
 def _bytes(engine: Engine) -> dict[str, int]:
@@ -720,7 +720,7 @@ def step_timings(step: Step, piece: RegisterProgram, engine: Engine, plan: HwPla
                  t1: float, moved: dict[str, int], busy: dict[str, float],
                  stats: list) -> list[LayerTiming]:
     """The LayerTiming of each hardware layer of a step that ran from `t0` to `t1`."""
-    writes = sum(isinstance(c, RegWrite) for c in piece.commands)
+    writes = sum(type(c) is RegWrite for c in piece.commands)
     out = []
     for i, layer in enumerate(step.layers):
         own = i == 0                # a fused PDP shares the step: bytes on the first layer

@@ -43,35 +43,38 @@ def enable_perf_counters(b: ProgramBuilder, steps: list) -> None:
         if name in perf.fields:
             value |= 1 << perf.fields[name].lo
     cmds = b.commands
-    if any(isinstance(c, RegWrite) and c.addr == perf_addr for c in cmds):
+    if any(c.addr == perf_addr for c in cmds if type(c) is RegWrite):
         return                              # the program sets them itself
-    layers = _sdp_layers(cmds, ptr_addr, op_addr)
+    layers = _first_sdp_layers(cmds, ptr_addr, op_addr)
     if not layers:
         return
     write = RegWrite(perf_addr, value, "SDP.D_PERF_ENABLE")
     for group in (0, 1):
-        first = next((layer for layer in layers if layer[2] == group), None)
+        first = layers.get(group)
         if first is None:
             continue
-        ptr_at, op_at, _ = first
+        ptr_at, op_at = first
         slot = _redundant_write(cmds, ptr_at, op_at, base, unit)
         if slot is not None:
             cmds[slot] = write
         else:
             _insert(cmds, steps, op_at, [write])
-            layers = _sdp_layers(cmds, ptr_addr, op_addr)
+            layers = _first_sdp_layers(cmds, ptr_addr, op_addr)
 
 
-def _sdp_layers(cmds: list, ptr_addr: int, op_addr: int) -> list[tuple[int, int, int]]:
-    """(index of the S_POINTER write, index of the OP_ENABLE write, group) of each SDP layer."""
-    out, producer, ptr_at = [], 0, 0
+def _first_sdp_layers(cmds: list, ptr_addr: int, op_addr: int) -> dict[int, tuple[int, int]]:
+    """Group -> (index of the S_POINTER write, index of the OP_ENABLE write) of the first SDP
+    layer in that register group (the scan stops when both groups have one)."""
+    out, producer, ptr_at = {}, 0, 0
     for i, c in enumerate(cmds):
-        if not isinstance(c, RegWrite):
+        if type(c) is not RegWrite:
             continue
         if c.addr == ptr_addr:
             producer, ptr_at = c.value & 1, i
-        elif c.addr == op_addr and c.value & 1:
-            out.append((ptr_at, i, producer))
+        elif c.addr == op_addr and c.value & 1 and producer not in out:
+            out[producer] = (ptr_at, i)
+            if len(out) == 2:
+                break
     return out
 
 

@@ -362,6 +362,7 @@ class Engine:
         slow_wait = csb.slow_write_interval_cycles - csb.write_interval_cycles
         stream_end = [None]         # txn programs: the last interrupt line / poll the stream saw
         commands = program.commands
+        slow_targets, regs_write = self._slow_targets, self.regs.write
         acknowledged = -1           # index of an acknowledge write executed with its `until`
         for index, cmd in enumerate(commands):
             self._current = cmd
@@ -374,11 +375,17 @@ class Engine:
                     yield from self._host_write(cmd)
                     continue
                 # (sleep_for: no event when nothing else is due first; the same cycles)
-                if slow_wait > 0 and self._slow_csb_target(cmd.addr):
+                slow = slow_wait > 0 and slow_targets.get(cmd.addr)
+                if slow is None:
+                    slow = self._slow_csb_target(cmd.addr)
+                if slow:
                     sleep = sleep_for(env, slow_wait)    # the unit's CSB port is not ready yet
                     if sleep is not None:
                         yield sleep
-                self._write(cmd)
+                try:
+                    regs_write(cmd.addr, cmd.value)
+                except NvdlaSimError as exc:
+                    raise self._write_error(cmd, exc) from None
                 sleep = sleep_for(env, csb.write_interval_cycles)
                 if sleep is not None:
                     yield sleep
@@ -562,12 +569,16 @@ class Engine:
     def _write(self, cmd: RegWrite) -> None:
         try:
             self.regs.write(cmd.addr, cmd.value)
-        except UnsupportedError:
-            raise
-        except NvdlaSimError as exc:          # a unit refused the write: name the line
-            if cmd.where is None:
-                raise
-            raise NvdlaSimError(f"{cmd.where}: {exc}") from None
+        except NvdlaSimError as exc:
+            raise self._write_error(cmd, exc) from None
+
+    @staticmethod
+    def _write_error(cmd: RegWrite, exc: NvdlaSimError) -> NvdlaSimError:
+        """What a refused write raises: the unit's error, named by the program line when the
+        command has one (an UnsupportedError as it is)."""
+        if isinstance(exc, UnsupportedError) or cmd.where is None:
+            return exc
+        return NvdlaSimError(f"{cmd.where}: {exc}")
 
     def _read_reg(self, cmd: ReadReg):
         """Generator: read until `value & mask` matches or the attempts are spent; the check."""

@@ -60,6 +60,7 @@ MAX_VARIANTS = 8            # entries kept per key (register values read differ)
 POOL_EPS = 1e-6             # credits: the pools' own tolerance (fractional entries per atom)
 KEY_DIGITS = 6              # relative times in a key, rounded (cycles)
 CONV_UNITS = ("CDMA", "CSC", "CMAC_A", "CMAC_B")
+_GLB_MIRRORED = ("S_INTR_MASK", "S_INTR_SET", "S_INTR_STATUS")   # a bit per group: `_mirror`
 _LAUNCH_TIMES = ("start", "interrupt", "detected", "next_start")
 _LAUNCH_COUNTS = ("writes", "ahead_writes", "interrupts")
 
@@ -80,6 +81,11 @@ def _processed_event(env, value: Any):
     event._value = value
     event.callbacks = None
     return event
+
+
+# How the key takes a register write (`StepCache._kind`): its address and value as written
+# (no relabelling, no check applies), a refusal, or the full look (`_reg`).
+_AS_WRITTEN, _REFUSE, _LOOK = 0, 1, 2
 
 
 @dataclass
@@ -135,6 +141,7 @@ class StepCache:
         self.verify = bool(os.environ.get(ENV_VERIFY))
         self.refused: dict[str, int] = {}     # why pieces were not cached (diagnostics)
         self._regs: dict[int, _Reg | None] = {}
+        self._kinds: dict[int, int] = {}          # address -> _AS_WRITTEN / _REFUSE / _LOOK
         self._addr_offsets: dict[str, frozenset] = {}
         self._resets: dict[str, dict[int, int]] = {}
 
@@ -156,6 +163,24 @@ class StepCache:
             reg.name == "D_OP_ENABLE",
             unit.name == "BDMA" or reg.name.startswith("S_LUT_ACCESS"))
         return info
+
+    def _kind(self, addr: int) -> int:
+        """How `key` takes a write to `addr`: _AS_WRITTEN when the full look would give
+        (addr, value) whatever the value (an undefined address; a register that is no pointer,
+        no address, not relabelled by `_mirror`, not CDMA's weight format), _REFUSE, _LOOK."""
+        info = self._reg(addr)
+        if info is None:
+            kind = _AS_WRITTEN
+        elif info.refuse:
+            kind = _REFUSE
+        elif info.pointer or info.address or info.name == "S_STATUS" or \
+                info.unit == "GLB" and info.name in _GLB_MIRRORED or \
+                info.unit == "CDMA" and info.name == "D_WEIGHT_FORMAT":
+            kind = _LOOK
+        else:
+            kind = _AS_WRITTEN
+        self._kinds[addr] = kind
+        return kind
 
     def _unit_tables(self, name: str) -> tuple[frozenset, dict[int, int]]:
         addr = self._addr_offsets.get(name)
@@ -184,15 +209,19 @@ class StepCache:
         # the piece
         syncs: dict[str, int] = {}
         cmds = []
+        kinds = self._kinds
         for c in piece.commands:
             t = type(c)
             if t is RegWrite:
-                info = self._reg(c.addr)
-                if info is None:
+                kind = kinds.get(c.addr)
+                if kind is None:
+                    kind = self._kind(c.addr)
+                if kind == _AS_WRITTEN:
                     cmds.append((c.addr, c.value))
                     continue
-                if info.refuse:
+                if kind == _REFUSE:
                     return self._no('BDMA or LUT programming')
+                info = self._regs[c.addr]
                 cmds.append((c.addr, (c.value & 1) ^ f if info.pointer else None if info.address
                              else self._mirror(info.unit, info.name, c.value, f)))
                 if info.unit == "CDMA" and info.name == "D_WEIGHT_FORMAT" and c.value & 1:
@@ -376,7 +405,7 @@ class StepCache:
             return value
         if reg == "S_STATUS":
             return ((value & 0xFFFF) << 16) | (value >> 16)
-        if unit == "GLB" and reg in ("S_INTR_MASK", "S_INTR_SET", "S_INTR_STATUS"):
+        if unit == "GLB" and reg in _GLB_MIRRORED:
             return ((value & 0x55555555) << 1) | ((value >> 1) & 0x55555555)
         return value
 
