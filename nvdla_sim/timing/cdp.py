@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
-from .dma import ReadChunk, read_stream, write_stream
+from .dma import ReadChunk, read_stream, release, write_stream
 from .tokens import Seg, serve, wait_until, waited
 
 if TYPE_CHECKING:
@@ -92,7 +92,7 @@ def core(unit: "Unit", geom: CdpGeometry) -> Generator:
             out.put(Seg(w, end + depth, end + depth, end=seg.end))
         tracker.busy(start, end)
         yield from wait_until(env, end)
-        inp.release(seg.n)
+        release(inp, seg.n)                 # CDP_RDMA may book its next read here
         if seg.end:
             break
     tracker.flush()

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
-from .dma import ReadChunk, read_stream, write_stream
+from .dma import ReadChunk, read_stream, release, write_stream
 from .tokens import Ready, Seg, held, serve, sleep_event, wait_until, waited
 
 if TYPE_CHECKING:
@@ -173,7 +173,8 @@ def core(unit: "Unit", geom: PdpGeometry) -> Generator:
         sleep = sleep_event(env, end)
         if sleep is not None:
             yield sleep
-        inp.release(held(inp, seg.n))    # a coarse token holds at most the whole buffer
+        # a coarse token holds at most the whole buffer; PDP_RDMA may book its next read here
+        release(inp, held(inp, seg.n))
     tracker.flush()
     done = yield writer
     tm.tracker("PDP_WDMA").flush()
