@@ -32,6 +32,12 @@ SMALL = {"name": "small", "input": [16, 28, 28],
                     {"name": "c3", "type": "conv", "out_channels": 32, "kernel": 3, "stride": 2,
                      "pad": 1}]}
 
+# weights far beyond the CBUF: CDMA's weight ring fills and waits for CSC to free groups
+RING = {"name": "ring", "input": [256, 14, 14],
+        "layers": [{"name": "r1", "type": "conv", "out_channels": 512, "kernel": 3, "pad": 1,
+                    "relu": True},
+                   {"name": "r2", "type": "conv", "out_channels": 128, "kernel": 1}]}
+
 CASES = {
     "nv_small_10gbps": ("nv_small", HEAD, "int8", {"dram_gbps": 10, "dram_latency_ns": 100}),
     "nv_small_1gbps": ("nv_small", HEAD, "int8", {"dram_gbps": 1, "dram_latency_ns": 100}),
@@ -44,6 +50,7 @@ CASES = {
     "nv_large_cvsram": ("nv_large", SMALL, "int8", {"dram_gbps": 2, "dram_latency_ns": 100}),
     "nv_full_int16": ("nv_full", SMALL, "int16", {"dram_gbps": 3, "dram_latency_ns": 100}),
     "nv_full_fp16": ("nv_full", SMALL, "fp16", {"dram_gbps": 10, "dram_latency_ns": 100}),
+    "nv_small_weight_ring": ("nv_small", RING, "int8", {"dram_gbps": 10, "dram_latency_ns": 100}),
 }
 
 

@@ -34,10 +34,11 @@ from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Generator
 
+from ..kernels.cdma_run import RequestLoop
 from ..kernels.stripe_run import StripeRun
 from .sdp import FlyingWriter
-from .tokens import (GRANTED, Ready, Seg, coarse_stripes, sleep_event, stripe_runs, token_runs,
-                     wait_until, waited)
+from .tokens import (GRANTED, Ready, Seg, cdma_runs, coarse_stripes, sleep_event, stripe_runs,
+                     token_runs, wait_until, waited)
 
 if TYPE_CHECKING:
     import simpy
@@ -248,6 +249,12 @@ def _cdma_data(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
     ready = env.now
     per_request = p.conv.cdma_request_atoms
     runs = token_runs()
+    if cdma_runs():          # the loop below as callbacks in C (kernels/cdma_run.pyx)
+        loop = RequestLoop(env, tm, pool, memif, tracker, out, Seg, GRANTED, True, left,
+                           per_request, atom, entries_per_atom, p.conv.cbuf_write_cycles,
+                           geom.keep_data, ready, data_entries=geom.data_entries, runs=runs)
+        yield from _request_loop(env, loop)
+        left, ready = 0, loop.ready
     while left > 0:
         n = min(per_request, left)
         # waits as in _cdma_weight (event-free paths of tokens.py, same cycles)
@@ -280,6 +287,15 @@ def _cdma_data(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
     return ready
 
 
+def _request_loop(env, loop: RequestLoop) -> Generator:
+    """Run a CDMA request loop in C: it goes on by itself from SimPy's queue; the process
+    waits until it ends (resumed from within its last step, as after the loop's last sleep)."""
+    done = env.event()
+    loop.start(done)
+    if not loop.finished:
+        yield done
+
+
 def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
     env, p = tm.env, tm.params
     memif = tm.engine.memif(geom.weight_ram_type)
@@ -304,6 +320,12 @@ def _cdma_weight(tm: "TimingModel", geom: CdmaGeometry, pool) -> Generator:
     per_request = p.conv.cdma_request_atoms
     n_bounds = len(bounds)
     runs = token_runs()
+    if cdma_runs():          # the loop below as callbacks in C (kernels/cdma_run.pyx)
+        loop = RequestLoop(env, tm, pool, memif, tracker, out, Seg, GRANTED, False, total,
+                           per_request, atom, entries_per_atom, p.conv.cbuf_write_cycles,
+                           geom.keep_weights, ready, bounds, geom.group_atoms, runs=runs)
+        yield from _request_loop(env, loop)
+        issued, group, ready = total, loop.group, loop.ready
     while issued < total:
         n = min(per_request, total - issued)
         # The hot loop of a convolution (one pass per CDMA request): `waited` only when the

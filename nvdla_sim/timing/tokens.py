@@ -44,6 +44,13 @@ def stripe_runs() -> bool:
     return os.environ.get("NVDLA_SIM_STRIPE_RUN", "1") != "0" and flying_writer()
 
 
+def cdma_runs() -> bool:
+    """Whether CDMA's request loops run as callbacks in C (kernels/cdma_run.pyx; issue 20;
+    exact: the same bookings and events).  NVDLA_SIM_CDMA_RUN=0 turns them off: the reference
+    tests/test_speed_cdma_run.py compares them against."""
+    return os.environ.get("NVDLA_SIM_CDMA_RUN", "1") != "0"
+
+
 def coarse_stripes() -> int:
     """Most CSC stripes of one kernel group moved to SDP as one token (issue 20, helper
     "stripes"; compiled networks only; not exact, docs/performance.md).
