@@ -10,7 +10,7 @@ transfer record in booking order, every busy/stall span, the unit summary, the C
 channel buffer's peak and final credits; and the shortcut must have been used (stripes taken,
 fewer SimPy events).  Networks with residual adds fused into SDP (ResNet-50's head, a small
 bottleneck) on nv_small (starved and generous memory), a 64-MAC nv_large, nv_large and nv_full
-in INT16 and FP16."""
+in INT16 and FP16 (stripes of several operand chunks)."""
 from __future__ import annotations
 
 import pytest
@@ -36,8 +36,7 @@ CASES = {
                                                          "dram_latency_ns": 50}),
     "nv_large_8x8": (LARGE_8X8, HEAD, "int8", {"dram_gbps": 10, "dram_latency_ns": 100,
                                                "cvsram_bytes": 0}),
-    # nv_large's stripes (64 atoms) need four operand chunks each and its SDP core lags CACC:
-    # every stripe is declined, the processes run them (the same result all the same)
+    # nv_large's SDP core lags CACC: the stripes queue and are declined, the processes run them
     "nv_large": ("nv_large", HEAD, "int8", {"dram_gbps": 10, "dram_latency_ns": 100,
                                             "cvsram_bytes": 0}),
     "nv_full_int16": ("nv_full", BOTTLENECK, "int16", {"dram_gbps": 3, "dram_latency_ns": 100}),

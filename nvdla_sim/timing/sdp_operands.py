@@ -14,8 +14,11 @@ reader as a third party:
   takes the operands the FIFO holds (they must be there), frees their room; SDP_RDMA, waiting
   for that room, is granted it in the same cycle and books its read first (its grant is the
   event scheduled first), then the core serves and the write DMA books the write;
-- SDP_RDMA then sleeps until its port is free and waits for room again: that wait starts at the
-  cycle its port is free and ends at the next stripe's take, so nothing is scheduled for it.
+- SDP_RDMA then sleeps until its port is free and asks for room again: when the FIFO is full
+  again (the steady state) that wait starts at the cycle its port is free and ends at the next
+  stripe's take, so nothing is scheduled for it; when the room is there (a stripe that took
+  several operand chunks) its wake-up is put on the queue as the event it stands for and the
+  process reads on.
 
 The three processes stay parked (the core and the write DMA on their input channels, SDP_RDMA on
 its room request); their pending wake-ups keep the event numbers SimPy would have given them, and
@@ -194,23 +197,24 @@ class OperandWriter:
         items = ops._items
         taken = 0
         free = pool.free
-        granted = False
+        grant_at = -1                         # the operand whose room grants the reader's
         while have < seg.n - 1e-9:
-            if granted or taken >= len(items):   # the core would wait (an event first / empty)
+            if taken >= len(items):           # the core would wait for operands
                 return self._hand_back(now)
             op = items[taken]
-            taken += 1
             have, have_last = have + op.n, op.last
             free += op.n
-            if rd_waits and need <= free + 1e-6:
-                granted = True
+            if rd_waits and grant_at < 0 and need <= free + 1e-6:
+                grant_at = taken
                 free -= need
-        if granted:
+            taken += 1
+        # after its read the reader sleeps until its port is free, then asks for room for its
+        # next chunk: short (it waits: held here) or not (it reads again: its wake-up an event)
+        again = False
+        if grant_at >= 0:
             if reader.i >= len(reader.chunks) - 1:       # its last read: the process ends it
                 return self._hand_back(now)
-            # after its read it waits again: the room left must be short of the next chunk
-            if reader.chunks[reader.i + 1].atoms <= free + 1e-6:
-                return self._hand_back(now)
+            again = reader.chunks[reader.i + 1].atoms <= free + 1e-6
         n_out = seg.n if self.out_ratio == 1 else seg.n * self.out_ratio
         hold = held(out, n_out)
         room_free = room.free + self.wdma_hold if release_first else room.free
@@ -218,6 +222,8 @@ class OperandWriter:
             return self._hand_back(now)
         book = got if not pending or release_first else wdma_free
         if not book < limit - 1e-6 or not head > book:
+            return self._hand_back(now)
+        if again and book > got:              # the reader's next read might come first
             return self._hand_back(now)
         # -- commit: the processes' calls in their order ----------------------------------------
         self.taken += 1
@@ -227,33 +233,35 @@ class OperandWriter:
         tracker = self.core_tracker
         if got > self.wait_from:              # the core waited for the stripe
             tracker.stall(self.wait_from, got, self.empty)
-        for _ in range(taken):                # its operands: their room back to the reader
-            op = items.popleft()
-            pool.free += op.n
+        for k in range(taken):                # its operands: their room back to the reader
+            pool.free += items.popleft().n
+            if k == grant_at:                 # the reader's request granted
+                if not self.rd_held:          # (taken from the pool's waiters)
+                    pool._waiters.popleft()
+                    self.rd_held = True
+                pool.free -= need
+                used = pool.capacity - pool.free
+                if used > pool.peak:
+                    pool.peak = used
         st.have, st.have_last = have - seg.n, have_last    # consumed when the core wakes
         seg = Seg(seg.n, max(seg.first, min(have_last, seg.last)), max(seg.last, have_last),
                   seg.tag, seg.end)
         rd_eid = None
-        if granted:
-            if not self.rd_held:              # take the reader's request from the pool
-                pool._waiters.popleft()
-                self.rd_held = True
-            pool.free -= need
-            used = pool.capacity - pool.free
-            if used > pool.peak:
-                pool.peak = used
-            # SDP_RDMA's grant is processed first: it books its read and sleeps until its port
-            # is free, then waits for room for its next chunk
+        if grant_at >= 0:
+            # SDP_RDMA's grant is processed first (the core's next step waits behind it): it
+            # books its read and sleeps until its port is free
             env._now = got
             reader.tracker.stall(reader.wait_from, got, reader.full)
             port_free = reader.book()
             env._now = now
             self.rd_need = reader.chunks[reader.i].atoms
-            if port_free > got:
-                reader.wait_from = got + (port_free - got)
-                rd_eid = next(eid)
-            else:
-                reader.wait_from = got
+            reader.wait_from = got + (port_free - got)     # > got: a request takes the port
+            rd_eid = next(eid)
+            if again:                         # it reads again when it wakes: an event
+                heappush(env._queue, (reader.wait_from, NORMAL, rd_eid,
+                                      _Wake(env, self._reader_wakes, reader.parked)))
+                self.rd_held = False
+                rd_eid = None
             self.rd_eid = rd_eid
         # the core: its output room, then the stripe
         room.free -= hold
