@@ -118,6 +118,8 @@ class ProgramBuilder:
         self.regmap = register_map(hw.nvdla_version)
         self._targets = self.regmap.write_targets   # (unit, register) -> RegisterMap.target
         self.commands: list = []
+        # per-channel SDP operand bytes by the operand objects (emit_sdp.place_operands)
+        self.operand_images: dict = {}
         self._next_group: dict[str, int] = {}
         self._pending: list[str] = []        # completion sync ids of layers not yet waited for
         self._armed: set[str] = set()
