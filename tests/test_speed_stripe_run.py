@@ -25,10 +25,10 @@ class _Counting:
     def __init__(self, *args):
         self._run = _REAL(*args)
 
-    def run(self, g, i, t, load, stop, delivery, slept=False):
-        i2, t2 = self._run.run(g, i, t, load, stop, delivery, slept)
-        _Counting.taken += i2 - i
-        return i2, t2
+    def run(self, g, i, t, load, stop, delivery, phase=0):
+        out = self._run.run(g, i, t, load, stop, delivery, phase)
+        _Counting.taken += out[0] - i
+        return out
 
 
 _REAL = conv.StripeRun

@@ -25,7 +25,7 @@ from simpy.events import NORMAL
 from .tracker cimport Tracker
 
 
-cdef class _Entry:
+cdef class QueueEntry:
     """What SimPy's `step` needs of a queue entry: callbacks (set to None when processed)."""
     cdef public object callbacks
     cdef public bint _ok
@@ -73,7 +73,7 @@ cdef class RequestLoop:
         self.ready = ready              # the loop's `ready` before its first request
         self.finished = False
         self.done_event = None
-        self.entry = _Entry()
+        self.entry = QueueEntry()
         self.wake_cb = self._woken
         self.grant_cb = self._granted
 

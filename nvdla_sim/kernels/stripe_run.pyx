@@ -18,6 +18,11 @@ passes (nothing is changed otherwise, and the Python loop runs that stripe itsel
 does (the processes take over: `_hand_back`, the token on the channel) and the run stops.  No
 event is processed or scheduled inside a run, so the queue's head and the channels stand still.
 """
+from heapq import heappop, heappush
+
+from simpy.events import NORMAL, Event
+
+from .cdma_run import QueueEntry
 from .tracker cimport Tracker
 
 cdef double INF = float("inf")
@@ -50,10 +55,12 @@ cdef class StripeRun:
     def run(self, Py_ssize_t g, Py_ssize_t i, double t, double load, Py_ssize_t end_stripe,
             delivery, int phase=0):
         """Stripes i, i+1, ... of group g (before `end_stripe`: the layer's last stripe goes
-        through the processes) while each goes through without an event.  `phase`: how far
-        CSC has gone with stripe i (0: nothing; 1: slept until its packages end; 2: also
-        recorded them and waited for its CACC credits); the clock stays where it is.  Returns
-        (the next stripe's index, CSC's next package cycle)."""
+        through the processes) while each goes through without CSC's process: its sleeps go on
+        the queue as timeouts, and CDMA's entries before them are processed here.  `phase`: how
+        far CSC has gone with stripe i (0: nothing; 1: slept until its packages end; 2: also
+        recorded them and slept until its CACC credits are back).  Returns (the stripe CSC is
+        at, its start cycle, None or a timeout CSC's process must wait on, the stripe's phase
+        then); the process goes on from that phase."""
         env = self.env
         queue = env._queue
         cdef double peek = queue[0][0] if queue else INF
@@ -61,7 +68,7 @@ cdef class StripeRun:
         stripe_ch, credits = self.stripe_ch, self.credits
         if not delivery.active or credits._booked is not None \
                 or len(stripe_ch._getters) != 1 or stripe_ch._items:
-            return i, t
+            return i, t, None, phase
         sdp_in = delivery.out
         # SDP: FlyingWriter's take inline when it would take the stripes, else (no follower,
         # another one, a full buffer, ...) the stripe goes as `CaccDelivery.step` hands it over
@@ -131,6 +138,7 @@ cdef class StripeRun:
         cdef double tail, w_done, data_cycles, req_cycles, mem, used
         cdef long long atoms, take, need, k, n_tok, nbytes, n_req
         cdef bint release_first, taken, done_any = False
+        pending = None
         cdef double woken
         cdef Py_ssize_t j
         while i < end_stripe:
@@ -145,11 +153,20 @@ cdef class StripeRun:
             if phase == 0 and last_pkg > now:
                 wake = now + (last_pkg - now)
                 if not wake < peek:
-                    break
+                    # CSC's sleep: its timeout on the queue; what comes first runs here when it
+                    # is CDMA's request loops, else CSC's process waits for the timeout
+                    pending = self._sleep(env, queue, wake)
+                    phase = 1
+                    if pending is not None:
+                        now = env._now
+                        break
+                    now = wake
+                    peek = queue[0][0] if queue else INF
+            phase = 1 if phase == 0 else phase  # the packages are done
             atoms = <long long>stripes[i] * self.atoms_per_slot
             take = atoms if atoms < capacity else capacity
             ready_at = woken = wake
-            if phase < 2:
+            if phase == 1:
                 # credits.ready(take, wake): drop deliveries whose credits are back (as it does)
                 while deliveries:
                     d_start, d_c, k = deliveries[0]
@@ -173,17 +190,30 @@ cdef class StripeRun:
                 if ready_at > wake:             # sleep_event(env, ready_at)
                     woken = wake + (ready_at - wake)
                     if not woken < peek:
-                        break                   # CSC sleeps until the credits are back
+                        # record the packages and the wait, then sleep as above
+                        done_any = True
+                        csc.add(0, t, last_pkg, "busy")
+                        csc.add(1, wake, ready_at, "no CACC credits")
+                        env._now = wake
+                        pending = self._sleep(env, queue, woken)
+                        phase = 2
+                        if pending is not None:
+                            now = env._now
+                            break
+                        peek = queue[0][0] if queue else INF
             if not peek > woken:                # CACC would get the stripe through the queue
+                now = wake if phase == 1 else woken
                 break
             # -- CSC: the packages, the credits ----------------------------------------------
             done_any = True
             now = wake
-            if phase < 2:
+            if phase == 1:
                 csc.add(0, t, last_pkg, "busy")
                 if ready_at > now:
                     csc.add(1, now, ready_at, "no CACC credits")
                     now = woken
+            else:
+                now = woken
             phase = 0
             outstanding += take
             last_pkg = now
@@ -248,10 +278,19 @@ cdef class StripeRun:
                                      wait_from, reserved, room, room_free, room_peak, wdma,
                                      wdma_done, wdma_wait)
                 token = self.seg_type(n_tok, tok_first, tok_last)
-                if f is None or not (f._hand_back(now) if flying else f.take(token, limit)):
-                    sdp_in.put(token)
+                if f is not None and not flying and f.take(token, limit):
+                    # another follower took it without events (sdp_operands.OperandWriter):
+                    # on with the next stripe, the queue as it left it
+                    csc.add(0, last_pkg, last_pkg + pkg, "busy")
+                    t = last_pkg + pkg
+                    i += 1
+                    peek = queue[0][0] if queue else INF
+                    continue
+                if flying:
+                    f._hand_back(now)           # FlyingWriter.take's refusal: processes on
+                sdp_in.put(token)
                 csc.add(0, last_pkg, last_pkg + pkg, "busy")
-                return i + 1, last_pkg + pkg
+                return i + 1, last_pkg + pkg, None, 0
             if got > wait_from:
                 core.add(1, wait_from, got, empty)
             release_first = wdma_pending and wdma_free <= acq
@@ -329,7 +368,30 @@ cdef class StripeRun:
                 self._write_back(f, core_free, core_eid, wdma_free, wdma_eid, wdma_hold,
                                  wait_from, reserved, room, room_free, room_peak, wdma,
                                  wdma_done, wdma_wait)
-        return i, t
+        return i, t, pending, phase
+
+    cdef object _sleep(self, env, list queue, double wake):
+        """CSC sleeps until `wake`: its timeout goes on the queue (the event number SimPy's
+        `Timeout` would take now), then the queue is processed here, as `Environment.step`
+        does, while its head is a CDMA request loop's entry (kernels/cdma_run.pyx: callbacks
+        that touch nothing of CSC's, CACC's or SDP's); None when CSC's own wake-up comes next
+        (the clock at `wake`), else the timeout, for CSC's process to wait on."""
+        timeout = Event(env)
+        timeout._ok = True
+        timeout._value = None
+        heappush(queue, (wake, NORMAL, next(env._eid), timeout))
+        while True:
+            entry = queue[0][3]
+            if entry is timeout:
+                heappop(queue)
+                env._now = wake
+                return None
+            if type(entry) is not QueueEntry:
+                return timeout
+            env._now = heappop(queue)[0]
+            callbacks, entry.callbacks = entry.callbacks, None
+            for callback in callbacks:
+                callback(entry)
 
     cdef void _write_back(self, f, double core_free, core_eid, double wdma_free, wdma_eid,
                           double wdma_hold, double wait_from, long long reserved, room,

@@ -410,43 +410,49 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
         stripes_, packages = geom.stripes, geom.packages     # the hot loop's constants
         min_stripe, cmac_cacc = p.conv.csc_min_stripe_atoms, p.conv.cmac_cacc_cycles
         delivery = None
+        phase = 0                # how far stripe i has gone (StripeRun.run's phases)
         while i < n_stripes:
-            s = stripes_[i]
-            pkg = max(s, min_stripe, load)
-            last_pkg = t + (packages - 1) * pkg
-            sleep = sleep_event(env, last_pkg)      # wait_until without a generator
-            if sleep is not None:
-                yield sleep
             if fast is not None and i < stop:
-                # this stripe from here on, and the next ones, in C while nothing waits
+                # stripes in C while CSC's process has nothing to wait for but its own sleeps
                 if delivery is None or not delivery.active:
                     delivery = _CACC.get(tm)
                 if delivery is not None:
-                    i_run = i
-                    i, t = fast.run(g, i, t, load, stop, delivery, 1)
-                    if i > i_run:
+                    i, t, after, phase = fast.run(g, i, t, load, stop, delivery, phase)
+                    if after is not None:
+                        yield after                 # a sleep the C run put on the queue
                         continue
-            tracker.busy(t, last_pkg)
+                    if i >= n_stripes:
+                        break
+            s = stripes_[i]
+            pkg = max(s, min_stripe, load)
+            last_pkg = t + (packages - 1) * pkg
+            if phase == 0:
+                sleep = sleep_event(env, last_pkg)      # wait_until without a generator
+                if sleep is not None:
+                    yield sleep
+                    if fast is not None and i < stop:
+                        phase = 1                       # the rest of it in C, as above
+                        continue
             # The stripe's last package may go only when CACC can take the whole stripe.
             atoms = s * geom.atoms_per_slot
             take = min(atoms, credits.capacity)
-            ready_at = credits.ready(take, env.now)
-            while ready_at is None:          # CACC has not taken the stripes yet
-                waiting = env.now
-                yield credits.booked(env)
-                tracker.stall(waiting, env.now, "no CACC credits")
+            if phase < 2:
+                tracker.busy(t, last_pkg)
                 ready_at = credits.ready(take, env.now)
-            if ready_at > env.now:
-                tracker.stall(env.now, ready_at, "no CACC credits")
-                sleep = sleep_event(env, ready_at)
-                if sleep is not None:
-                    yield sleep
-                    if fast is not None and i < stop and delivery is not None \
-                            and delivery.active:          # the rest of it in C, as above
-                        i_run = i
-                        i, t = fast.run(g, i, t, load, stop, delivery, 2)
-                        if i > i_run:
+                while ready_at is None:          # CACC has not taken the stripes yet
+                    waiting = env.now
+                    yield credits.booked(env)
+                    tracker.stall(waiting, env.now, "no CACC credits")
+                    ready_at = credits.ready(take, env.now)
+                if ready_at > env.now:
+                    tracker.stall(env.now, ready_at, "no CACC credits")
+                    sleep = sleep_event(env, ready_at)
+                    if sleep is not None:
+                        yield sleep
+                        if fast is not None and i < stop:
+                            phase = 2
                             continue
+            phase = 0
             credits.take(take)
             last_pkg = env.now
             end_layer = g == n_groups - 1 and i == n_stripes - 1
