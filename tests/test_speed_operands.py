@@ -79,8 +79,31 @@ def test_operand_writer_gives_the_processes_cycles_bytes_and_spans(case, monkeyp
         assert fast[key] == plain[key], key
 
 
+@pytest.mark.parametrize("case", ["nv_large_8x8", "nv_small_1gbps", "nv_full_int16"])
+def test_operand_writer_in_c_takes_the_python_steps(case, monkeypatch):
+    """kernels/operand_run.pyx against OperandWriter._take (NVDLA_SIM_OPERAND_C=0): the same
+    stripes taken, the same record and events."""
+    hardware, network, precision, memory = CASES[case]
+    scn = parse_scenario({"hardware": hardware, "mode": "timing-only", "network": network,
+                          "precision": precision, "memory": memory,
+                          "outputs": {"plots": False}}, None)
+    prep = prepare(scn)
+    monkeypatch.setenv("NVDLA_SIM_OPERAND_C", "1")
+    in_c = _record(prep, True, monkeypatch)
+    monkeypatch.setenv("NVDLA_SIM_OPERAND_C", "0")
+    in_python = _record(prep, True, monkeypatch)
+    assert in_c["operand_stripes"] > 0
+    for key in ("operand_stripes", "events", "layers", "total", "bytes", "transfers", "spans",
+                "units", "cbuf_peak", "pool_peaks"):
+        assert in_c[key] == in_python[key], key
+
+
 def test_operand_writer_switch(monkeypatch):
     monkeypatch.setenv("NVDLA_SIM_OPERAND_WRITER", "0")
     assert not sdp_operands.operand_writer()
     monkeypatch.setenv("NVDLA_SIM_OPERAND_WRITER", "1")
     assert sdp_operands.operand_writer()
+    monkeypatch.setenv("NVDLA_SIM_OPERAND_C", "0")
+    assert not sdp_operands.operand_c()
+    monkeypatch.setenv("NVDLA_SIM_OPERAND_C", "1")
+    assert sdp_operands.operand_c()

@@ -36,11 +36,22 @@ from typing import TYPE_CHECKING
 
 from simpy.events import NORMAL
 
+from ..kernels import operand_run
 from .tokens import GRANTED, Channel, Seg, held, serve
+
+operand_run.init(Seg)
+_take_c = operand_run.take
 
 if TYPE_CHECKING:
     from .dma import WriteState
     from .model import TimingModel
+
+
+def operand_c() -> bool:
+    """Whether `OperandWriter.take` runs in C (kernels/operand_run.pyx, the same steps).
+    NVDLA_SIM_OPERAND_C=0: the Python method, the reference tests/test_speed_operands.py
+    compares the C one against."""
+    return os.environ.get("NVDLA_SIM_OPERAND_C", "1") != "0"
 
 
 def operand_writer() -> bool:
@@ -122,7 +133,7 @@ class OperandWriter:
     __slots__ = ("env", "tm", "inp", "out", "buffer", "ops", "wdma", "memif", "c", "depth",
                  "pipeline", "out_ratio", "atom", "core_tracker", "wdma_tracker", "empty",
                  "state", "wait_from", "core_free", "core_eid", "wdma_free", "wdma_eid",
-                 "wdma_hold", "reader", "rd_eid", "rd_held", "rd_need", "reserved", "taken")
+                 "wdma_hold", "reader", "rd_eid", "rd_held", "rd_need", "reserved", "taken", "in_c")
 
     def __init__(self, tm: "TimingModel", ram_type: int, out_ratio: float, c: float,
                  depth: float, inp: Channel, out: Channel, ops: Channel, wdma: "WriteState",
@@ -151,8 +162,24 @@ class OperandWriter:
         self.rd_need = 0.0
         self.reserved = 0                    # event numbers kept for wake-ups (engine's count)
         self.taken = 0                       # stripes taken here
+        self.in_c = False                    # `take` in C (kernels/operand_run.pyx)
 
     def take(self, seg: Seg, limit: float) -> bool:
+        """CACC's stripe `seg`, handled here if every step comes before any other event and
+        before `limit` (see the module doc); False: the processes hold the state again and the
+        caller puts `seg` on the channel.  In C (kernels/operand_run.pyx) unless
+        NVDLA_SIM_OPERAND_C=0 or SDP_RDMA reads several per-element operands."""
+        if self.reader is None:
+            self.reader = _READERS.get(self.ops)
+            if self.reader is None:
+                return self._hand_back(self.env._now)
+            self.in_c = operand_c() and len(self.reader.per_element) == 1
+        if self.in_c:
+            return _take_c(self, seg, limit)
+        return self._take(seg, limit)
+
+    def _take(self, seg: Seg, limit: float) -> bool:
+        """`take` in Python: the reference the C steps are compared with."""
         inp, out, room, ops = self.inp, self.out, self.buffer, self.ops
         env = self.env
         now = env._now
@@ -161,10 +188,6 @@ class OperandWriter:
                 or (self.wdma_eid is None and len(out._getters) != 1):
             return self._hand_back(now)
         reader = self.reader
-        if reader is None:
-            reader = self.reader = _READERS.get(ops)
-            if reader is None:
-                return self._hand_back(now)
         queue = env._queue
         head = queue[0][0] if queue else float("inf")
         # the core takes the stripe now (it waits for one) or when its sleep ends
@@ -258,9 +281,7 @@ class OperandWriter:
             reader.wait_from = got + (port_free - got)     # > got: a request takes the port
             rd_eid = next(eid)
             if again:                         # it reads again when it wakes: an event
-                heappush(env._queue, (reader.wait_from, NORMAL, rd_eid,
-                                      _Wake(env, self._reader_wakes, reader.parked)))
-                self.rd_held = False
+                self._push_reader_wake(reader.wait_from, rd_eid)
                 rd_eid = None
             self.rd_eid = rd_eid
         # the core: its output room, then the stripe
@@ -301,6 +322,13 @@ class OperandWriter:
 
     def reader_wait_from(self) -> float:
         return self.reader.wait_from
+
+    def _push_reader_wake(self, wake: float, eid: int) -> None:
+        """SDP_RDMA's wake-up at `wake` as the event (number `eid`) it stands for: it reads
+        again then (the room is there)."""
+        heappush(self.env._queue, (wake, NORMAL, eid,
+                                   _Wake(self.env, self._reader_wakes, self.reader.parked)))
+        self.rd_held = False
 
     def _hand_back(self, now: float) -> bool:
         """The processes take over: pending wake-ups become events (or, when already past, their
