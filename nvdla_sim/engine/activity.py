@@ -16,10 +16,11 @@ the float sum a replay always made.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from operator import itemgetter
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
+
+from ..kernels.span_columns import span_columns
 
 Span = tuple[str, str, float, float, str]
 
@@ -40,36 +41,17 @@ class SpanBlock:
 
     @classmethod
     def from_spans(cls, spans: Sequence[Span]) -> "SpanBlock":
-        n = len(spans)
-        units, unit_idx = _codes(spans, 0)
-        kinds, kind_idx = _codes(spans, 1)
-        labels, label_idx = _codes(spans, 4)
+        # units, kinds, labels numbered in order of first appearance (kernels/span_columns.pyx)
+        units, unit_idx, kinds, kind_idx, labels, label_idx, starts, ends = \
+            span_columns(spans if type(spans) is list else list(spans))
         # (every unit with every kind: a key no span has is harmless, and no pair is built)
         keys = [(u, k) for u in units for k in kinds]
-        return cls(keys, unit_idx * len(kinds) + kind_idx,
-                   np.fromiter(map(itemgetter(2), spans), np.float64, n),
-                   np.fromiter(map(itemgetter(3), spans), np.float64, n), labels, label_idx)
+        return cls(keys, unit_idx * len(kinds) + kind_idx, starts, ends, labels, label_idx)
 
     def relative(self, t0: float, labels: list[str]) -> "SpanBlock":
         """The same spans `t0` earlier (`start - t0` per span), with relabelled labels."""
         return SpanBlock(self.keys, self.key_idx, self.starts - t0, self.ends - t0, labels,
                          self.label_idx)
-
-
-class _Index(dict):
-    """Distinct values numbered in order of first appearance (a new value gets the next)."""
-
-    def __missing__(self, value) -> int:
-        code = self[value] = len(self)
-        return code
-
-
-def _codes(spans: Sequence[Span], field: int) -> tuple[list, np.ndarray]:
-    """The distinct values of one field of the spans, and each span's index among them."""
-    index = _Index()
-    codes = np.fromiter(map(index.__getitem__, map(itemgetter(field), spans)), np.intp,
-                        len(spans))
-    return list(index), codes
 
 
 @dataclass
