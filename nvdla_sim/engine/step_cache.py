@@ -426,7 +426,7 @@ class StepCache:
                               if k in u.__dict__}))
 
             def which(reg, group, u=u, name=name):
-                if not u.definition.is_dual(reg.offset):
+                if reg.offset < u.dual_from:
                     return "s"
                 if group is None:       # the CSB side: the producer pointer decides
                     if name not in pointer_written:

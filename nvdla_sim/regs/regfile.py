@@ -50,6 +50,9 @@ class UnitRegisters:
 
     def __init__(self, definition: UnitDef):
         self.definition = definition
+        # offsets from here up are dual (UnitDef.is_dual, as one comparison per access)
+        op = definition.op_enable_offset
+        self.dual_from = op if op is not None else 1 << 32
         self.single: dict[int, int] = {}
         self.dual: list[dict[int, int]] = [{}, {}]
         self.producer = 0
@@ -63,7 +66,7 @@ class UnitRegisters:
             self._store(reg, None)[reg.offset] = reg.reset_value
 
     def _store(self, reg: RegisterDef, group: int | None) -> dict[int, int]:
-        if self.definition.is_dual(reg.offset):
+        if reg.offset >= self.dual_from:
             return self.dual[self.producer if group is None else group]
         return self.single
 
@@ -82,7 +85,7 @@ class UnitRegisters:
         mask = reg.writable_mask
         if mask == 0:
             return
-        if self.definition.is_dual(reg.offset):
+        if reg.offset >= self.dual_from:
             group = self.producer
             store = self.dual[group]
         else:
