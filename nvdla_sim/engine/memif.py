@@ -130,6 +130,10 @@ class Transfer:
         return min(self.last, self.first + k * (self.last - self.first) / (self.requests - 1))
 
 
+# the booking in C (it builds Transfers: imported once Transfer exists)
+from ..kernels.booking import reserve  # noqa: E402
+
+
 class MemoryInterface:
     """One memory interface: a read path and a write path, each a request port plus a data bus."""
 
@@ -172,73 +176,10 @@ class MemoryInterface:
 
         For writes, the data may become ready over time: request i is issued no earlier than the
         linear ramp from `ready_first` to `ready_last`.  `outstanding` is the client's own limit on
-        reads in flight.  (Called once per DMA request: written for speed, every sum in the same
-        order as the formulas of the module doc.)"""
-        p = self.profile
-        now = self.env._now
-        n_req = requests or max(1, -(-nbytes // self._burst_bytes))     # self.requests(nbytes)
-        data_cycles = nbytes / self.bus_bytes_per_cycle
-        req_cycles = data_cycles / n_req
-        read = direction == "read"
-        if read:
-            interval, latency = p.read_request_interval_cycles, self.read_latency
-            limit = self._read_limit.get(outstanding)
-            if limit is None:
-                limits = self.outstanding_limits + ([outstanding] if outstanding else [])
-                limit = self._read_limit[outstanding] = min(limits) if limits else 0
-            if limit:
-                # A request holds its slot from acceptance to its last beat.
-                slot = (latency + req_cycles) / limit
-                if slot > interval:
-                    interval = slot
-        else:
-            interval, latency = p.write_request_interval_cycles, p.write_latency_cycles
-        port_free = self._port_free
-        start = port_free[direction]
-        if now > start:
-            start = now
-        if ready_first is not None and ready_first > start:
-            start = ready_first
-        last_request = start + (n_req - 1) * interval
-        if ready_last is not None and ready_last > last_request:
-            last_request = ready_last
-        port_free[direction] = last_request + interval
-        bus = self._bus_free
-        own_bus = bus_free = bus[direction]
-        shared = self.shared_bytes_per_cycle
-        if shared and self._memory_free > bus_free:
-            bus_free = self._memory_free
-        if read:
-            data_start = start + latency
-            if bus_free > data_start:
-                data_start = bus_free
-            first = data_start
-            last = last_request + latency + req_cycles - 1
-            tail = data_start + data_cycles - 1
-            if tail > last:
-                last = tail
-            done = last
-        else:
-            data_start = start if start > bus_free else bus_free
-            first = data_start
-            last = last_request + req_cycles - 1
-            tail = data_start + data_cycles - 1
-            if tail > last:
-                last = tail
-            done = last + latency
-        bus[direction] = (own_bus if own_bus > data_start else data_start) + data_cycles
-        if shared:
-            mem = self._memory_free
-            self._memory_free = (mem if mem > data_start else data_start) + nbytes / shared
-        per = self.bytes_by_client.get(client)
-        if per is None:
-            per = self.bytes_by_client[client] = {"read": 0, "write": 0}
-        per[direction] += nbytes
-        if self._record:
-            self.transfers.append((start, done + 1, client, direction, nbytes))
-        spacing = (last_request - start) / (n_req - 1) if n_req > 1 else interval
-        return Transfer(start, spacing, n_req, last_request + interval, first, last, done,
-                        n_req * interval)
+        reads in flight.  (Called once per DMA request: in C, kernels/booking.pyx, every sum in
+        the same order as the formulas of the module doc.)"""
+        return reserve(self, client, direction, nbytes, requests, ready_first, ready_last,
+                       outstanding)
 
     def write_port_free(self, nbytes: int, ready_first: float, ready_last: float) -> float:
         """The `port_free` a write `reserve` made now would return, without booking it (the

@@ -22,6 +22,7 @@ from heapq import heappush
 
 from simpy.events import NORMAL
 
+from . cimport booking
 from .tracker cimport Tracker
 
 
@@ -94,7 +95,8 @@ cdef class RequestLoop:
     cdef void _run(self, bint granted) except *:
         env, pool, memif, tracker = self.env, self.pool, self.memif, self.tracker
         cdef long long n, k, booked
-        cdef double now, wake
+        cdef double now, wake, port_free
+        cdef booking.Booking tr
         while True:
             if not granted:
                 if self.issued >= self.total:
@@ -112,7 +114,7 @@ cdef class RequestLoop:
             granted = False
             n = self.n
             self.tm.note_cbuf()
-            tr = memif.reserve(self.client, "read", n * self.atom)
+            booking.book(memif, self.client, True, n * self.atom, env._now, &tr)  # reserve()
             if self.data and self.first is None:
                 self.first = tr.first
             port_free = tr.port_free
@@ -125,7 +127,7 @@ cdef class RequestLoop:
                                                self.ready, self.keep, True))
                 else:
                     k = self.bounds[self.group] - self.issued - 1
-                    self.ready = tr.beat(k) + self.cbuf_write
+                    self.ready = _beat(&tr, k) + self.cbuf_write
                     self.out.put(self.seg_type(self.group_atoms[self.group] * self.entries_per_atom,
                                                tr.first, self.ready, self.keep,
                                                self.group == self.n_bounds - 1))
@@ -170,3 +172,11 @@ cdef class RequestLoop:
         callbacks, done.callbacks = done.callbacks, None
         for callback in callbacks:
             callback(done)
+
+
+cdef inline double _beat(booking.Booking* b, long long k):
+    """`Transfer.beat(k)`: the cycle request k's data arrives, spread evenly over the requests."""
+    if b.requests <= 1:
+        return b.first
+    cdef double t = b.first + k * (b.last - b.first) / (b.requests - 1)
+    return b.last if b.last < t else t

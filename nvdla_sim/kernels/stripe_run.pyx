@@ -23,6 +23,7 @@ from heapq import heappop, heappush
 from simpy.events import NORMAL, Event
 
 from .cdma_run import QueueEntry
+from . cimport booking
 from .tracker cimport Tracker
 
 cdef double INF = float("inf")
@@ -90,14 +91,12 @@ cdef class StripeRun:
         waiters = self.weight_pool._waiters
         cdef Tracker core = None, writer = None
         cdef double c_sdp = 0, depth = 0, pipeline = 0, out_ratio = 1, atom = 0, room_capacity = 0
-        cdef double w_interval = 0, w_latency = 0, bus_bytes = 1, shared_bytes = 0
-        cdef bint shared = False, core_getter = False, wdma_getter = False
-        cdef long long burst_bytes = 1
+        cdef bint core_getter = False, wdma_getter = False
         cdef bint core_pending = False, wdma_pending = False
         cdef double core_free = 0, wdma_free = 0, wdma_hold = 0, wait_from = 0
         cdef double room_free = 0, room_peak = 0, wdma_done = 0, wdma_wait = 0
         cdef long long reserved = 0
-        core_eid = wdma_eid = empty = full = memif = wdma = ports = buses = per = record = None
+        core_eid = wdma_eid = empty = full = memif = wdma = None
         eid = env._eid
         if flying:
             core_getter = len(sdp_in._getters) == 1
@@ -108,19 +107,6 @@ cdef class StripeRun:
             out_ratio, atom = f.out_ratio, f.atom
             room_capacity = room.capacity
             empty, full = f.empty, f.full
-            # the write branch of MemoryInterface.reserve: its constants
-            profile = memif.profile
-            w_interval = profile.write_request_interval_cycles
-            w_latency = profile.write_latency_cycles
-            bus_bytes = memif.bus_bytes_per_cycle
-            shared = bool(memif.shared_bytes_per_cycle)
-            shared_bytes = memif.shared_bytes_per_cycle if shared else 0.0
-            burst_bytes = memif._burst_bytes
-            ports, buses = memif._port_free, memif._bus_free
-            per = memif.bytes_by_client.get("SDP_WDMA")
-            if per is None:
-                per = memif.bytes_by_client["SDP_WDMA"] = {"read": 0, "write": 0}
-            record = memif.transfers.append if memif._record else None
             # FlyingWriter's state, in locals (written back at every exit)
             core_pending, wdma_pending = f.core_eid is not None, f.wdma_eid is not None
             core_free, wdma_free, wdma_hold = f.core_free, f.wdma_free, f.wdma_hold
@@ -133,10 +119,10 @@ cdef class StripeRun:
         cdef double cacc_free = delivery.free, cacc_waiting = delivery.waiting
         # -- per stripe -------------------------------------------------------------------------
         cdef double s, pkg, last_pkg, wake, ready_at, d_start, d_c, first, last, limit, nxt_pkg
-        cdef double start, end, got, acq, hold, n_out, book, s_start, s_end, tok_first, tok_last
-        cdef double w_start, w_last_request, w_port_free, bus_free, own_bus, data_start, w_last
-        cdef double tail, w_done, data_cycles, req_cycles, mem, used
-        cdef long long atoms, take, need, k, n_tok, nbytes, n_req
+        cdef double start, end, got, acq, hold, n_out, book_at, s_start, s_end, tok_first, tok_last
+        cdef booking.Booking wr
+        cdef double used
+        cdef long long atoms, take, need, k, n_tok
         cdef bint release_first, taken, done_any = False
         pending = None
         cdef double woken
@@ -266,8 +252,8 @@ cdef class StripeRun:
                     if tok_last + c_sdp > s_end:
                         s_end = tok_last + c_sdp
                     s_end = s_end + 0.0
-                    book = acq if not wdma_pending or acq >= wdma_free else wdma_free
-                    if not book < limit - 1e-6 or not peek > book:
+                    book_at = acq if not wdma_pending or acq >= wdma_free else wdma_free
+                    if not book_at < limit - 1e-6 or not peek > book_at:
                         taken = False
             if not taken:                       # as CaccDelivery.step hands it over
                 env._now = now
@@ -308,48 +294,19 @@ cdef class StripeRun:
             core.add(0, s_start, s_end, "busy")
             core_free = acq + (s_end - acq) if s_end > acq else acq
             wait_from = core_free
-            writer.add(1, wdma_wait, book, "no output")
+            writer.add(1, wdma_wait, book_at, "no output")
             if n_out > 0:
-                # MemoryInterface.reserve("SDP_WDMA", "write", nbytes, ready_first=...,
-                # ready_last=...) at cycle `book`
-                nbytes = <long long>(n_out * atom)
-                n_req = (nbytes + burst_bytes - 1) // burst_bytes
-                if n_req < 1:
-                    n_req = 1
-                data_cycles = nbytes / bus_bytes
-                req_cycles = data_cycles / n_req
-                w_start = ports["write"]
-                if book > w_start:
-                    w_start = book
-                w_start = _ready_max(w_start, s_start + c_sdp + depth + pipeline)
-                w_last_request = w_start + (n_req - 1) * w_interval
-                w_last_request = _ready_max(w_last_request, s_end + depth + pipeline)
-                w_port_free = w_last_request + w_interval
-                ports["write"] = w_port_free
-                own_bus = bus_free = buses["write"]
-                if shared:
-                    mem = memif._memory_free
-                    if mem > bus_free:
-                        bus_free = mem
-                data_start = w_start if w_start > bus_free else bus_free
-                w_last = w_last_request + req_cycles - 1
-                tail = data_start + data_cycles - 1
-                if tail > w_last:
-                    w_last = tail
-                w_done = w_last + w_latency
-                buses["write"] = (own_bus if own_bus > data_start else data_start) + data_cycles
-                if shared:
-                    memif._memory_free = (mem if mem > data_start else data_start) + \
-                        nbytes / shared_bytes
-                per["write"] += nbytes
-                if record is not None:
-                    record((w_start, w_done + 1, "SDP_WDMA", "write", nbytes))
-                writer.add(0, w_port_free - n_req * w_interval, w_port_free, "write")
-                if w_done > wdma_done:
-                    wdma_done = w_done
-                wdma_free = book + (w_port_free - book) if w_port_free > book else book
+                # FlyingWriter's MemoryInterface.reserve("SDP_WDMA", "write", ...) at `book_at`
+                booking.book(memif, "SDP_WDMA", False, <long long>(n_out * atom), book_at, &wr,
+                             0, None, True, s_start + c_sdp + depth + pipeline, True,
+                             s_end + depth + pipeline)
+                writer.add(0, wr.port_free - wr.port_cycles, wr.port_free, "write")
+                if wr.done > wdma_done:
+                    wdma_done = wr.done
+                wdma_free = book_at + (wr.port_free - book_at) if wr.port_free > book_at \
+                    else book_at
             else:
-                wdma_free = book
+                wdma_free = book_at
             wdma_wait = wdma_free
             wdma_hold = hold
             core_eid = next(eid)
@@ -404,8 +361,3 @@ cdef class StripeRun:
         f.reserved += reserved
         room.free, room.peak = room_free, room_peak
         wdma.done, wdma.wait_from = wdma_done, wdma_wait
-
-
-cdef inline double _ready_max(double value, double ready):
-    """`reserve`'s `if ready > value: value = ready` for its ready_first / ready_last."""
-    return ready if ready > value else value
