@@ -8,9 +8,10 @@ plain convolutions' FlyingWriter on in both.  Compared with `==` (test_speed_fol
 every layer's start, end, bytes and bound, the total, each interface's bytes per client, every
 transfer record in booking order, every busy/stall span, the unit summary, the CBUF peak, every
 channel buffer's peak and final credits; and the shortcut must have been used (stripes taken,
-fewer SimPy events).  Networks with residual adds fused into SDP (ResNet-50's head, a small
-bottleneck) on nv_small (starved and generous memory), a 64-MAC nv_large, nv_large and nv_full
-in INT16 and FP16 (stripes of several operand chunks)."""
+fewer SimPy events; on a 32x8 nv_small a write DMA's sleep taken over too).  Networks with
+residual adds fused into SDP (ResNet-50's head, a small bottleneck) on nv_small (starved and
+generous memory), a 256-MAC nv_small, a 64-MAC nv_large, nv_large and nv_full in INT16 and
+FP16 (stripes of several operand chunks)."""
 from __future__ import annotations
 
 import pytest
@@ -34,6 +35,9 @@ CASES = {
     "nv_small_1gbps": ("nv_small", HEAD, "int8", {"dram_gbps": 1, "dram_latency_ns": 100}),
     "nv_small_25gbps": ("nv_small", BOTTLENECK, "int8", {"dram_gbps": 25.6,
                                                          "dram_latency_ns": 50}),
+    "nv_small_32x8": ({"preset": "nv_small", "atomic_c": 32, "atomic_k": 8,
+                       "cbuf": {"bank_width_bytes": 32}}, HEAD, "int8",
+                      {"dram_gbps": 10, "dram_latency_ns": 100}),
     "nv_large_8x8": (LARGE_8X8, HEAD, "int8", {"dram_gbps": 10, "dram_latency_ns": 100,
                                                "cvsram_bytes": 0}),
     # nv_large's SDP core lags CACC: the stripes queue and are declined, the processes run them
@@ -56,10 +60,20 @@ def _record(prep, on: bool, monkeypatch) -> dict:
         taken.append(ok)
         return ok
 
+    adopted = []
+    real_adopt = sdp_operands.OperandWriter._adopt_wdma
+
+    def adopting(self):
+        adopted.append(self.wdma_eid is None)
+        real_adopt(self)
+        adopted[-1] = adopted[-1] and self.wdma_eid is not None
+
     monkeypatch.setattr(sdp_operands.OperandWriter, "take", counting)
+    monkeypatch.setattr(sdp_operands.OperandWriter, "_adopt_wdma", adopting)
     record = _run(prep, True, monkeypatch)
     monkeypatch.setattr(sdp_operands.OperandWriter, "take", real)
-    return {**record, "operand_stripes": sum(taken)}
+    monkeypatch.setattr(sdp_operands.OperandWriter, "_adopt_wdma", real_adopt)
+    return {**record, "operand_stripes": sum(taken), "adopted": sum(adopted)}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -71,6 +85,8 @@ def test_operand_writer_gives_the_processes_cycles_bytes_and_spans(case, monkeyp
     prep = prepare(scn)
     fast, plain = _record(prep, True, monkeypatch), _record(prep, False, monkeypatch)
     assert plain["operand_stripes"] == 0
+    if case == "nv_small_32x8":               # a write DMA's sleep taken over (after the
+        assert fast["adopted"] > 0, "no write DMA sleep was taken over"   # last operand read)
     if case != "nv_large":
         assert fast["operand_stripes"] > 0, "no stripe of the fused add was taken without events"
         assert fast["events"] < plain["events"]

@@ -229,32 +229,41 @@ class _Wake:
 
 class WriteState:
     """What a write engine carries from token to token, outside its generator so that a
-    consumer that takes tokens without events (`sdp.FlyingWriter`) can advance it."""
-    __slots__ = ("done", "wait_from")
+    consumer that takes tokens without events (`sdp.FlyingWriter`, `sdp_operands.OperandWriter`)
+    can advance it.  `sleeping`: while the engine sleeps until its port is free after a token
+    that is not the layer's last, (its timeout, the room it frees when it wakes), so that
+    `OperandWriter` can take that sleep over (`adopt`)."""
+    __slots__ = ("done", "wait_from", "sleeping")
 
     def __init__(self, now: float):
         self.done = now          # the last write response booked so far
         self.wait_from = now     # the cycle the engine began waiting for its next token
+        self.sleeping = None
 
 
 def write_stream(tm: "TimingModel", client: str, ram_type: int, inp: Channel,
                  pipeline_cycles: float, state: WriteState | None = None) -> Generator:
     """Process body: write every token of `inp` until the `end` token; returns the cycle the
-    last write response arrived."""
+    last write response arrived.
+
+    A sleep taken over by `sdp_operands.OperandWriter` ends with the engine's next token (the
+    room was freed when the sleep ended, as here): the engine goes on with that token."""
     env, p = tm.env, tm.params
     memif = tm.engine.memif(ram_type)
     tracker = tm.tracker(client)
     atom = p.rates.atom_bytes
     if state is None:
         state = WriteState(env.now)
+    seg = None
     while True:
-        got = inp.get()              # the hot loop's waits without generators, same cycles
-        if type(got) is Ready:
-            seg = got.value
-        else:                        # `waited`, its start kept in `state` (FlyingWriter)
-            state.wait_from = env.now
-            seg = yield got
-            tracker.stall(state.wait_from, env.now, "no output")
+        if seg is None:
+            got = inp.get()          # the hot loop's waits without generators, same cycles
+            if type(got) is Ready:
+                seg = got.value
+            else:                    # `waited`, its start kept in `state` (FlyingWriter)
+                state.wait_from = env.now
+                seg = yield got
+                tracker.stall(state.wait_from, env.now, "no output")
         if seg.n > 0:
             tr = memif.reserve(client, "write", int(seg.n * atom),
                                ready_first=seg.first + pipeline_cycles,
@@ -264,10 +273,17 @@ def write_stream(tm: "TimingModel", client: str, ram_type: int, inp: Channel,
                 state.done = tr.done
             sleep = sleep_event(env, tr.port_free)
             if sleep is not None:
-                yield sleep
+                state.sleeping = None if seg.end else (sleep, held(inp, seg.n))
+                nxt = yield sleep
+                state.sleeping = None
+                if nxt is not None:  # taken over: its room freed, the next token handed over
+                    tracker.stall(state.wait_from, env.now, "no output")
+                    seg = nxt
+                    continue
         inp.release(held(inp, seg.n))
         if seg.end:
             break
+        seg = None
     yield from wait_until(env, state.done)
     return state.done
 

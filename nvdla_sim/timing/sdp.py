@@ -177,7 +177,7 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
         elif operand_writer() and (coarse_stripes() <= 1
                                    or os.environ.get("NVDLA_SIM_COARSE_OPERANDS") != "1"):
             follower = inp.follower = OperandWriter(tm, geom.ram_type, geom.out_ratio, c, depth,
-                                                    inp, out, ops, wdma, credit)
+                                                    inp, out, ops, wdma, credit, writer)
     empty = f"{inp.name} empty"
     waits = follower if follower is not None else WriteState(env.now)    # .wait_from
     while True:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import os
 import weakref
-from heapq import heappush
+from heapq import heapify, heappush
 from typing import TYPE_CHECKING
 
 from simpy.events import NORMAL
@@ -133,11 +133,12 @@ class OperandWriter:
     __slots__ = ("env", "tm", "inp", "out", "buffer", "ops", "wdma", "memif", "c", "depth",
                  "pipeline", "out_ratio", "atom", "core_tracker", "wdma_tracker", "empty",
                  "state", "wait_from", "core_free", "core_eid", "wdma_free", "wdma_eid",
-                 "wdma_hold", "reader", "rd_eid", "rd_held", "rd_need", "reserved", "taken", "in_c")
+                 "wdma_hold", "reader", "rd_eid", "rd_held", "rd_need", "reserved", "taken", "in_c",
+                 "writer")
 
     def __init__(self, tm: "TimingModel", ram_type: int, out_ratio: float, c: float,
                  depth: float, inp: Channel, out: Channel, ops: Channel, wdma: "WriteState",
-                 state: OperandState):
+                 state: OperandState, writer=None):
         self.env = tm.env
         self.tm = tm
         self.inp, self.out, self.buffer, self.ops, self.wdma = inp, out, out.room, ops, wdma
@@ -163,6 +164,7 @@ class OperandWriter:
         self.reserved = 0                    # event numbers kept for wake-ups (engine's count)
         self.taken = 0                       # stripes taken here
         self.in_c = False                    # `take` in C (kernels/operand_run.pyx)
+        self.writer = writer                 # the write DMA's process
 
     def take(self, seg: Seg, limit: float) -> bool:
         """CACC's stripe `seg`, handled here if every step comes before any other event and
@@ -174,9 +176,40 @@ class OperandWriter:
             if self.reader is None:
                 return self._hand_back(self.env._now)
             self.in_c = operand_c() and len(self.reader.per_element) == 1
+        if self.wdma_eid is None and self.wdma.sleeping is not None and not self.out._getters \
+                and not seg.end and not self.inp._items and not self.out._items \
+                and (self.core_eid is not None or len(self.inp._getters) == 1):
+            self._adopt_wdma()
         if self.in_c:
             return _take_c(self, seg, limit)
         return self._take(seg, limit)
+
+    def _adopt_wdma(self) -> None:
+        """The write DMA sleeps until its port is free (a timeout on the queue): that sleep
+        becomes a pending wake-up here, with the timeout's cycle and event number, and the
+        process waits on a get of its next token as it would after waking (`_wdma_wakes`
+        frees its room then; `write_stream` goes on with the token it is handed).  The same
+        state as before; taking the next stripe may then go on without events."""
+        timeout, hold = self.wdma.sleeping
+        queue = self.env._queue
+        for index, entry in enumerate(queue):
+            if entry[3] is timeout:
+                break
+        else:
+            return
+        last = queue.pop()
+        if index < len(queue):
+            queue[index] = last
+            heapify(queue)
+        getter = self.env.event()
+        timeout.callbacks.remove(self.writer._resume)
+        getter.callbacks.append(self.writer._resume)
+        self.writer._target = getter
+        self.out._getters.append(getter)
+        self.wdma.sleeping = None
+        self.wdma_free, self.wdma_eid, self.wdma_hold = entry[0], entry[2], hold
+        self.wdma.wait_from = entry[0]
+        self.reserved += 1
 
     def _take(self, seg: Seg, limit: float) -> bool:
         """`take` in Python: the reference the C steps are compared with."""
@@ -381,7 +414,7 @@ class OperandWriter:
         self.wait_from = self.env._now
         inp._getters.appendleft(getter)
         if inp._items:
-            inp._serve()
+            _serve(self.env, inp)
 
     def _wdma_wakes(self, getter) -> None:
         """The write DMA after its sleep: frees its stripe's room, then its next token."""
@@ -390,7 +423,24 @@ class OperandWriter:
         out._getters.appendleft(getter)
         self.buffer.release(self.wdma_hold)
         if out._items:
-            out._serve()
+            _serve(self.env, out)
+
+
+def _serve(env, channel: Channel) -> None:
+    """A woken process's get of the token waiting for it: at once when no other event is due
+    this cycle (`Channel.get`'s `Ready`: its event would be the next one processed), else
+    through the event."""
+    queue = env._queue
+    if len(channel._getters) == 1 and len(channel._items) == 1 \
+            and (not queue or queue[0][0] > env._now):
+        getter = channel._getters.popleft()
+        getter._ok = True
+        getter._value = channel._items.popleft()
+        callbacks, getter.callbacks = getter.callbacks, None
+        for callback in callbacks:
+            callback(getter)
+    else:
+        channel._serve()
 
 
 def _fire(event) -> None:
