@@ -16,7 +16,7 @@ from pathlib import Path
 import simpy
 
 from ..errors import NvdlaSimError
-from ..kernels.read_run import run_reads
+from ..kernels.read_run import read_run
 from ..yaml_file import read_profile
 
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "memory_profiles"
@@ -163,6 +163,7 @@ class MemoryInterface:
         self.bytes_by_client: dict[str, dict[str, int]] = {}
         self._read_limit: dict[int | None, int] = {}    # client limit -> min of all read limits
         self.transfers: list[tuple[float, float, str, str, int]] = []   # start, end, client, dir, bytes
+        self.run_requests = 0           # reads booked by read_run (one call for a run of them)
         self._record = record_transfers
 
     def requests(self, nbytes: int) -> int:
@@ -210,72 +211,9 @@ class MemoryInterface:
         stops, before changing anything, at the first request the loop would wait for (an event
         due first, credits short).  No event is processed meanwhile, so the event queue, the
         pool's waiters and the other clients stand still.  Returns (requests booked, the last
-        one's port_free); the caller notes CBUF occupancy once after (it only grows here)."""
-        env = self.env
-        queue = env._queue
-        peek = queue[0][0] if queue else float("inf")
-        if count <= 0 or pool._waiters:
-            return 0, port_free
-        p = self.profile
-        n_req = max(1, -(-nbytes // self._burst_bytes))
-        data_cycles = nbytes / self.bus_bytes_per_cycle
-        req_cycles = data_cycles / n_req
-        interval, latency = p.read_request_interval_cycles, self.read_latency
-        limit = self._read_limit.get(None)
-        if limit is None:
-            limits = self.outstanding_limits
-            limit = self._read_limit[None] = min(limits) if limits else 0
-        if limit:
-            slot = (latency + req_cycles) / limit
-            if slot > interval:
-                interval = slot
-        head = (n_req - 1) * interval
-        port_cycles = n_req * interval
-        shared = self.shared_bytes_per_cycle
-        mem_cycles = nbytes / shared if shared else 0.0
-        bus = self._bus_free
-        ports = self._port_free
-        per = self.bytes_by_client.get(client)
-        if per is None:
-            per = self.bytes_by_client[client] = {"read": 0, "write": 0}
-        record = self.transfers.append if self._record else None
-        booked = 0
-        now = env._now
-        # The state the loop changes, in locals (nothing else runs inside it), written back
-        # after: the same floats in the same order as the loop on the attributes.
-        free = pool.free
-        port = ports["read"]
-        own_bus = bus["read"]
-        mem = self._memory_free
-        cur = tracker.open_end("busy", label)         # the open busy span's end, if this label's
-        # the request loop in C doubles (kernels/read_run.pyx: the same operations)
-        merge = cur is not None
-        cur_end = cur if merge else 0.0
-        while booked < count:
-            (n, now, free, port, own_bus, mem, port_free, cur_end, new_span,
-             span_start) = run_reads(now, peek, count - booked, port_free, free, need, port,
-                                     own_bus, mem, bool(shared), head, interval, latency,
-                                     data_cycles, mem_cycles, port_cycles, cur_end, merge,
-                                     record, client, nbytes, req_cycles)
-            if merge:
-                tracker.extend_open("busy", cur_end)
-            booked += n
-            if not new_span:
-                break
-            tracker.span("busy", span_start, port_free, label)
-            merge, cur_end = True, tracker.open_end("busy", label)
-        if booked:
-            env._now = now
-            pool.free = free
-            ports["read"] = port
-            bus["read"] = own_bus
-            if shared:
-                self._memory_free = mem
-            per["read"] += booked * nbytes
-            used = pool.capacity - free
-            if used > pool.peak:
-                pool.peak = used
-        return booked, port_free
+        one's port_free); the caller notes CBUF occupancy once after (it only grows here).
+        In C: kernels/read_run.pyx."""
+        return read_run(self, client, nbytes, count, port_free, pool, need, tracker, label)
 
     def transfer(self, client: str, direction: str, nbytes: int, outstanding: int | None = None):
         """Generator: wait until a transfer of `nbytes` has completed."""

@@ -23,6 +23,7 @@ from heapq import heappush
 from simpy.events import NORMAL
 
 from . cimport booking
+from .read_run cimport read_run
 from .tracker cimport Tracker
 
 
@@ -134,8 +135,8 @@ cdef class RequestLoop:
                 self.group += 1
             self.issued += n
             if self.runs and self._run_follows(n):
-                booked, port_free = memif.read_run(
-                    self.client, n * self.atom,
+                booked, port_free = read_run(
+                    memif, self.client, n * self.atom,
                     (self.bounds[self.group] - 1 - self.issued) // n, port_free, pool,
                     n * self.entries_per_atom, tracker, "read")
                 if booked:
