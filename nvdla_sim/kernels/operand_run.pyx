@@ -4,14 +4,14 @@ the SDP core, its operand reader and its write DMA without events (timing/sdp_op
 what and why).
 
 The checks and the commit are those of the Python method (`OperandWriter._take`), step by step
-in its order, and the two bookings are `MemoryInterface.reserve`'s read and write branches with
-the same operations in the same order, so every float, booking, transfer record and span is bit
-for bit the Python method's (tests/test_speed_operands.py compares the two with
+in its order, and the two bookings are `MemoryInterface.reserve`'s (kernels/booking.pyx `book`),
+so every float, booking, transfer record and span is bit for bit the Python method's (tests/test_speed_operands.py compares the two with
 NVDLA_SIM_OPERAND_C=0).  Rare turns stay in Python: a declined stripe (`_hand_back`), the
 reader's wake-up put on the queue, a layer whose SDP_RDMA reads several per-element operands.
 About twice as fast per stripe as the Python method (0.135 -> 0.076 CPU s for ResNet-50's
 12,160 fused stripes on a 64-MAC nv_large).
 """
+from .booking cimport Booking, book
 from .tracker cimport Tracker
 
 cdef object SEG = None          # timing.tokens.Seg (set by `init`: no import cycle)
@@ -20,93 +20,6 @@ cdef object SEG = None          # timing.tokens.Seg (set by `init`: no import cy
 def init(seg_type) -> None:
     global SEG
     SEG = seg_type
-
-
-cdef inline double _interval_read(memif, double req_cycles, double *latency):
-    """The read branch's request interval (outstanding reads capping the rate) and latency."""
-    p = memif.profile
-    cdef double interval = p.read_request_interval_cycles
-    latency[0] = memif.read_latency
-    limits = memif._read_limit
-    limit = limits.get(None)
-    if limit is None:
-        ol = memif.outstanding_limits
-        limit = limits[None] = min(ol) if ol else 0
-    cdef double slot
-    if limit:
-        slot = (latency[0] + req_cycles) / limit
-        if slot > interval:
-            interval = slot
-    return interval
-
-
-cdef tuple _reserve(memif, str client, bint read, long long nbytes, double now,
-                    bint ready, double ready_first, double ready_last):
-    """MemoryInterface.reserve(client, direction, nbytes[, ready_first, ready_last]) at cycle
-    `now`: (first, last, port_free, port_cycles, done)."""
-    cdef long long burst = memif._burst_bytes
-    cdef long long n_req = (nbytes + burst - 1) // burst
-    if n_req < 1:
-        n_req = 1
-    cdef double data_cycles = nbytes / <double>memif.bus_bytes_per_cycle
-    cdef double req_cycles = data_cycles / n_req
-    cdef double interval, latency = 0.0
-    direction = "read" if read else "write"
-    if read:
-        interval = _interval_read(memif, req_cycles, &latency)
-    else:
-        p = memif.profile
-        interval = p.write_request_interval_cycles
-        latency = p.write_latency_cycles
-    ports = memif._port_free
-    cdef double start = ports[direction]
-    if now > start:
-        start = now
-    if ready and ready_first > start:
-        start = ready_first
-    cdef double last_request = start + (n_req - 1) * interval
-    if ready and ready_last > last_request:
-        last_request = ready_last
-    ports[direction] = last_request + interval
-    buses = memif._bus_free
-    cdef double own_bus = buses[direction]
-    cdef double bus_free = own_bus
-    shared_obj = memif.shared_bytes_per_cycle
-    cdef bint shared = bool(shared_obj)
-    cdef double mem = 0.0
-    if shared:
-        mem = memif._memory_free
-        if mem > bus_free:
-            bus_free = mem
-    cdef double data_start, first, last, tail, done
-    if read:
-        data_start = start + latency
-        if bus_free > data_start:
-            data_start = bus_free
-        first = data_start
-        last = last_request + latency + req_cycles - 1
-        tail = data_start + data_cycles - 1
-        if tail > last:
-            last = tail
-        done = last
-    else:
-        data_start = start if start > bus_free else bus_free
-        first = data_start
-        last = last_request + req_cycles - 1
-        tail = data_start + data_cycles - 1
-        if tail > last:
-            last = tail
-        done = last + latency
-    buses[direction] = (own_bus if own_bus > data_start else data_start) + data_cycles
-    if shared:
-        memif._memory_free = (mem if mem > data_start else data_start) + nbytes / <double>shared_obj
-    per = memif.bytes_by_client.get(client)
-    if per is None:
-        per = memif.bytes_by_client[client] = {"read": 0, "write": 0}
-    per[direction] += nbytes
-    if memif._record:
-        memif.transfers.append((start, done + 1, client, direction, nbytes))
-    return first, last, last_request + interval, n_req * interval, done
 
 
 def take(f, seg, double limit):
@@ -177,10 +90,10 @@ def take(f, seg, double limit):
     cdef double room_free = room.free + wdma_hold if release_first else room.free
     if not hold <= room_free + 1e-6:
         return f._hand_back(now)
-    cdef double book = got if not pending or release_first else wdma_free
-    if not book < limit - 1e-6 or not head > book:
+    cdef double at = got if not pending or release_first else wdma_free
+    if not at < limit - 1e-6 or not head > at:
         return f._hand_back(now)
-    if again and book > got:
+    if again and at > got:
         return f._hand_back(now)
     # -- commit: the processes' calls in their order --------------------------------------------
     f.taken += 1
@@ -216,6 +129,7 @@ def take(f, seg, double limit):
     cdef double hi = seg_last if seg_last > have_last else have_last
     cdef double first, last, port_free, port_cycles, done, rsp, ready, wake
     cdef Tracker rt
+    cdef Booking b
     rd_eid = None
     if grant_at >= 0:
         # SDP_RDMA's grant first: its read (OperandReader.book), then its sleep
@@ -223,8 +137,8 @@ def take(f, seg, double limit):
         rt.add(1, reader.wait_from, got, reader.full)
         chunk = chunks[ri]
         client, _, per_atom = reader.per_element[0]
-        first, last, port_free, port_cycles, done = _reserve(
-            reader.memifs[0], client, True, round(per_atom * chunk.atoms), got, False, 0.0, 0.0)
+        book(reader.memifs[0], client, True, round(per_atom * chunk.atoms), got, &b)
+        first, last, port_free, port_cycles = b.first, b.last, b.port_free, b.port_cycles
         if first < 0.0:
             first = 0.0
         if last < 0.0:
@@ -268,18 +182,19 @@ def take(f, seg, double limit):
     # the write DMA: takes the atoms, books, sleeps
     wdma = f.wdma
     cdef Tracker writer = f.wdma_tracker
-    writer.add(1, wdma.wait_from, book, "no output")
+    writer.add(1, wdma.wait_from, at, "no output")
     cdef long long nbytes = <long long>(n_out * f.atom)
     cdef double pipeline = f.pipeline
     if n_out > 0:
-        _, _, port_free, port_cycles, done = _reserve(
-            f.memif, "SDP_WDMA", False, nbytes, book, True, first + pipeline, last + pipeline)
+        book(f.memif, "SDP_WDMA", False, nbytes, at, &b, 0, None, True, first + pipeline, True,
+             last + pipeline)
+        port_free, port_cycles, done = b.port_free, b.port_cycles, b.done
         writer.add(0, port_free - port_cycles, port_free, "write")
         if done > wdma.done:
             wdma.done = done
-        wdma_free = book + (port_free - book) if port_free > book else book
+        wdma_free = at + (port_free - at) if port_free > at else at
     else:
-        wdma_free = book
+        wdma_free = at
     f.wdma_free = wdma_free
     wdma.wait_from = wdma_free
     f.wdma_hold = hold

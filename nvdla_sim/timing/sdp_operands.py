@@ -36,15 +36,21 @@ from typing import TYPE_CHECKING
 
 from simpy.events import NORMAL
 
-from ..kernels import operand_run
 from .tokens import GRANTED, Channel, Seg, held, serve
-
-operand_run.init(Seg)
-_take_c = operand_run.take
 
 if TYPE_CHECKING:
     from .dma import WriteState
     from .model import TimingModel
+
+
+_take_c = None          # kernels/operand_run.take, loaded on first use (it needs engine.memif)
+
+
+def _load_c() -> None:
+    global _take_c
+    from ..kernels import operand_run
+    operand_run.init(Seg)
+    _take_c = operand_run.take
 
 
 def operand_c() -> bool:
@@ -176,6 +182,8 @@ class OperandWriter:
             if self.reader is None:
                 return self._hand_back(self.env._now)
             self.in_c = operand_c() and len(self.reader.per_element) == 1
+            if self.in_c and _take_c is None:
+                _load_c()
         if self.wdma_eid is None and self.wdma.sleeping is not None and not self.out._getters \
                 and not seg.end and not self.inp._items and not self.out._items \
                 and (self.core_eid is not None or len(self.inp._getters) == 1):
