@@ -123,7 +123,7 @@ cdef class StripeRun:
         cdef booking.Booking wr
         cdef double used
         cdef long long atoms, take, need, k, n_tok
-        cdef bint release_first, taken, done_any = False
+        cdef bint release_first, taken, adopt, done_any = False
         pending = None
         cdef double woken
         cdef Py_ssize_t j
@@ -236,7 +236,10 @@ cdef class StripeRun:
             cacc_waiting = now
             # -- SDP: FlyingWriter.take(token, limit) -----------------------------------------
             taken = False
-            if flying and (core_pending or core_getter) and (wdma_pending or wdma_getter):
+            # the write DMA sleeps on its port: FlyingWriter.take (Python) may adopt the sleep
+            adopt = flying and not wdma_pending and not wdma_getter and wdma.sleeping is not None
+            if flying and not adopt and (core_pending or core_getter) \
+                    and (wdma_pending or wdma_getter):
                 got = now if not core_pending or now >= core_free else core_free
                 n_out = n_tok if out_ratio == 1 else n_tok * out_ratio
                 hold = n_out if n_out <= room_capacity else room_capacity
@@ -264,15 +267,17 @@ cdef class StripeRun:
                                      wait_from, reserved, room, room_free, room_peak, wdma,
                                      wdma_done, wdma_wait)
                 token = self.seg_type(n_tok, tok_first, tok_last)
-                if f is not None and not flying and f.take(token, limit):
-                    # another follower took it without events (sdp_operands.OperandWriter):
-                    # on with the next stripe, the queue as it left it
+                if f is not None and (adopt or not flying) and f.take(token, limit):
+                    # the follower took it in Python (OperandWriter; FlyingWriter adopting
+                    # its write DMA's sleep): on with the next stripe, the queue as it left it
                     csc.add(0, last_pkg, last_pkg + pkg, "busy")
                     t = last_pkg + pkg
                     i += 1
+                    if type(f) is self.flying_type:     # its state changed: read it anew
+                        return i, t, None, 0
                     peek = queue[0][0] if queue else INF
                     continue
-                if flying:
+                if flying and not adopt:
                     f._hand_back(now)           # FlyingWriter.take's refusal: processes on
                 sdp_in.put(token)
                 csc.add(0, last_pkg, last_pkg + pkg, "busy")

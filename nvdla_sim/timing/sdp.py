@@ -171,7 +171,8 @@ def core(unit: "Unit", geom: SdpGeometry) -> Generator:
     if geom.flying and wdma is not None and inp is tm.channel(CH_CACC) and flying_writer():
         if ops is None:
             if coarse_stripes() <= 1:
-                follower = inp.follower = FlyingWriter(tm, geom, c, depth, inp, out, wdma)
+                follower = inp.follower = FlyingWriter(tm, geom, c, depth, inp, out, wdma,
+                                                       writer)
         # CSC hands a layer with operands single stripes unless NVDLA_SIM_COARSE_OPERANDS=1
         # (timing/conv.py)
         elif operand_writer() and (coarse_stripes() <= 1
@@ -260,11 +261,12 @@ class FlyingWriter:
     __slots__ = ("env", "inp", "out", "room", "wdma", "memif", "c", "depth", "pipeline",
                  "out_ratio", "atom", "core_tracker", "wdma_tracker", "empty", "full",
                  "wait_from", "core_free", "core_eid", "wdma_free", "wdma_eid", "wdma_hold",
-                 "reserved")
+                 "reserved", "writer")
 
     def __init__(self, tm: "TimingModel", geom: SdpGeometry, c: float, depth: float,
-                 inp: Channel, out: Channel, wdma: WriteState):
+                 inp: Channel, out: Channel, wdma: WriteState, writer=None):
         self.env = tm.env
+        self.writer = writer             # the write DMA's process (its sleeps may be taken over)
         self.inp, self.out, self.room, self.wdma = inp, out, out.room, wdma
         self.memif = tm.engine.memif(geom.ram_type)
         self.c, self.depth, self.pipeline = c, depth, tm.params.sdp.wdma_cycles
@@ -287,6 +289,10 @@ class FlyingWriter:
         inp, out, room = self.inp, self.out, self.room
         env = self.env
         now = env._now
+        if self.wdma_eid is None and self.wdma.sleeping is not None and not out._getters \
+                and not seg.end and not inp._items and not out._items \
+                and (self.core_eid is not None or len(inp._getters) == 1):
+            self._adopt_wdma()      # the write DMA sleeps on its port: its wake-up is ours
         if seg.end or inp._items or out._items or room is None or room._waiters \
                 or (self.core_eid is None and len(inp._getters) != 1) \
                 or (self.wdma_eid is None and len(out._getters) != 1):
@@ -355,6 +361,10 @@ class FlyingWriter:
         self.reserved += 2
         return True
 
+    # The write DMA's sleep on its port taken over as a pending wake-up, with the timeout's
+    # cycle and event number (OperandWriter's: the same attributes, the same write DMA)
+    _adopt_wdma = OperandWriter._adopt_wdma
+
     def _hand_back(self, now: float) -> bool:
         """The processes take over: the pending wake-ups become events (or, when already past,
         their effect is applied: the room freed, the waits started).  Returns False."""
@@ -365,12 +375,14 @@ class FlyingWriter:
                 getter = self.inp._getters.popleft()
                 heappush(env._queue, (self.core_free, NORMAL, self.core_eid,
                                       _Wake(env, self._core_wakes, getter)))
+                self.reserved -= 1           # an event after all
             self.core_eid = None
         if self.wdma_eid is not None:
             getter = self.out._getters.popleft()
             if self.wdma_free >= now:
                 heappush(env._queue, (self.wdma_free, NORMAL, self.wdma_eid,
                                       _Wake(env, self._wdma_wakes, getter)))
+                self.reserved -= 1
             else:
                 self.room.release(self.wdma_hold)
                 self.out._getters.appendleft(getter)
