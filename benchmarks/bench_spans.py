@@ -1,10 +1,11 @@
 """The activity log's cost (issue 20, engine/activity.py): ResNet-50 timing-only per preset.
 
-    python benchmarks/bench_spans.py [--presets nv_large,nv_small] [--vp]
+    python benchmarks/bench_spans.py [--presets nv_large,nv_small,nv_large_8x8] [--vp]
 
-Per preset prints the spans of the run (all, and how many sit in blocks: steps the step cache
-recorded or replayed), the CPU seconds of the simulation (after a warm-up run), of the run's
-totals (`ActivityLog.totals`, what the unit summary reads), of the same totals by the
+Per preset (or array variant of benchmarks/array_variants.py) prints the spans of the run (all,
+and how many sit in blocks: steps the step cache recorded or replayed), the CPU seconds of the
+simulation (after a warm-up run), of every step's busy cycles in it (`lower._busy`, summed), of
+the run's totals (`ActivityLog.totals`, what the unit summary reads), of the same totals by the
 straightforward loop over tuples (what the log did before it kept columns) and of materialising
 the tuple list (`ActivityLog.spans`: timelines).  `--vp` also times the VP layer report on
 ResNet-50 FP16 on nv_full written in VP form.  No targets are asserted (no timed unit tests);
@@ -21,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 
 def loop_totals(spans) -> dict[str, dict[str, float]]:
@@ -52,26 +54,40 @@ def cpu(fn):
 
 
 def preset(hardware: str) -> None:
-    from nvdla_sim.compiler.lower import lower_and_run
-    from nvdla_sim.config import load_hardware
+    from array_variants import VARIANTS
+    from bench_speed import scenario_file
+    from nvdla_sim.compiler import lower
     from nvdla_sim.scenario.runner import context, prepare
     from nvdla_sim.scenario.schema import load_scenario
-    scn = load_scenario(ROOT / "scenarios" / "resnet50_nv_large.yaml")
-    scn.hardware = load_hardware(hardware)
-    scn.mode = "timing"
+    with tempfile.TemporaryDirectory() as tmp:
+        scn = load_scenario(scenario_file(Path(tmp), VARIANTS.get(hardware, hardware), "timing",
+                                          plots=False, name=hardware))
     prep = prepare(scn)
     ctx = context(prep)
-    lower_and_run(prep.plan, ctx)                       # warm-up
-    sim_s, res = cpu(lambda: lower_and_run(prep.plan, ctx))
+    lower.lower_and_run(prep.plan, ctx)                 # warm-up
+    busy_s, plain_busy = [0.0], lower._busy
+
+    def timed_busy(*args):
+        took, out = cpu(lambda: plain_busy(*args))
+        busy_s[0] += took
+        return out
+
+    lower._busy = timed_busy
+    try:
+        sim_s, res = cpu(lambda: lower.lower_and_run(prep.plan, ctx))
+    finally:
+        lower._busy = plain_busy
     log = res.engine_result.engine.activity
     in_blocks = sum(len(seg) for seg in log._segments if type(seg) is not list)
     totals_s, totals = cpu(log.totals)
     tuples = list(log.iter_spans())
     loop_s, reference = cpu(lambda: loop_totals(tuples))
-    same = "yes" if totals == reference else "NO"
+    # (values and the order of units and kinds: the reports print them in that order)
+    same = "yes" if [(u, list(k.items())) for u, k in totals.items()] == \
+        [(u, list(k.items())) for u, k in reference.items()] else "NO"
     spans_s, _ = cpu(lambda: log.spans)
-    print(f"{hardware:<14}{len(tuples):>10,}{in_blocks:>11,}{sim_s:>9.2f}{totals_s:>10.3f}"
-          f"{loop_s:>9.3f}{same:>6}{spans_s:>12.3f}")
+    print(f"{hardware:<14}{len(tuples):>10,}{in_blocks:>11,}{sim_s:>9.2f}{busy_s[0]:>9.3f}"
+          f"{totals_s:>10.3f}{loop_s:>9.3f}{same:>6}{spans_s:>12.3f}")
 
 
 def vp_report() -> None:
@@ -101,11 +117,11 @@ def vp_report() -> None:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--presets", default="nv_large,nv_small_256,nv_small")
+    p.add_argument("--presets", default="nv_large,nv_small_256,nv_small,nv_large_8x8")
     p.add_argument("--vp", action="store_true", help="also the VP layer report")
     args = p.parse_args()
     print(f"ResNet-50 INT8 timing-only, CPU seconds; load average {os.getloadavg()[0]:.1f}")
-    print(f"{'preset':<14}{'spans':>10}{'in blocks':>11}{'sim s':>9}{'totals s':>10}"
+    print(f"{'preset':<14}{'spans':>10}{'in blocks':>11}{'sim s':>9}{'busy s':>9}{'totals s':>10}"
           f"{'loop s':>9}{'same':>6}{'as tuples s':>12}")
     for hw in args.presets.split(","):
         preset(hw)
