@@ -16,6 +16,7 @@ from pathlib import Path
 import simpy
 
 from ..errors import NvdlaSimError
+from ..kernels.booking import reserve
 from ..kernels.read_run import read_run
 from ..yaml_file import read_profile
 
@@ -128,10 +129,6 @@ class Transfer:
         if self.requests <= 1:
             return self.first
         return min(self.last, self.first + k * (self.last - self.first) / (self.requests - 1))
-
-
-# the booking in C (it builds Transfers: imported once Transfer exists)
-from ..kernels.booking import reserve  # noqa: E402
 
 
 class MemoryInterface:

@@ -5,7 +5,8 @@ engine/memif.py's module doc.  `book` is the booking for C callers (CDMA's reque
 stripe and operand runs); `reserve` wraps it for Python (`MemoryInterface.reserve` calls it).
 The read loop of `MemoryInterface.read_run` (kernels/read_run.pyx) is the same booking with its
 constants hoisted out of the loop."""
-from ..engine.memif import Transfer
+cdef object _transfer = None     # engine.memif.Transfer (imported on first use: memif imports
+                                 # this module)
 
 
 cdef int book(object memif, str client, bint read, long long nbytes, double now, Booking* b,
@@ -94,11 +95,15 @@ cdef int book(object memif, str client, bint read, long long nbytes, double now,
 def reserve(memif, str client, str direction, long long nbytes, requests=None,
             ready_first=None, ready_last=None, outstanding=None):
     """`MemoryInterface.reserve` (see there) at the interface's current cycle: a `Transfer`."""
+    global _transfer
+    if _transfer is None:
+        from ..engine.memif import Transfer
+        _transfer = Transfer
     cdef Booking b
     book(memif, client, direction == "read", nbytes, memif.env._now, &b,
          requests or 0, outstanding, ready_first is not None,
          ready_first if ready_first is not None else 0.0, ready_last is not None,
          ready_last if ready_last is not None else 0.0)
     spacing = (b.last_request - b.start) / (b.requests - 1) if b.requests > 1 else b.interval
-    return Transfer(b.start, spacing, b.requests, b.port_free, b.first, b.last, b.done,
-                    b.port_cycles)
+    return _transfer(b.start, spacing, b.requests, b.port_free, b.first, b.last, b.done,
+                     b.port_cycles)
