@@ -9,20 +9,14 @@ from __future__ import annotations
 
 import pytest
 
-from nvdla_sim.scenario.runner import prepare
-from nvdla_sim.scenario.schema import parse_scenario
 from nvdla_sim.timing import conv
 
-from test_speed_follower import CASES, _run
+from test_speed_follower import CASES, RECORD_KEYS, _run, assert_same_record, prepared
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_cdma_run_gives_the_generator_loops_cycles_bytes_and_spans(case, monkeypatch):
-    hardware, network, precision, memory = CASES[case]
-    scn = parse_scenario({"hardware": hardware, "mode": "timing-only", "network": network,
-                          "precision": precision, "memory": memory,
-                          "outputs": {"plots": False}}, None)
-    prep = prepare(scn)
+    prep = prepared(case)
     loops = []
     real = conv.RequestLoop
     monkeypatch.setattr(conv, "RequestLoop", lambda *a, **k: loops.append(1) or real(*a, **k))
@@ -31,6 +25,4 @@ def test_cdma_run_gives_the_generator_loops_cycles_bytes_and_spans(case, monkeyp
     plain = _run(prep, False, monkeypatch, "NVDLA_SIM_CDMA_RUN")
     assert len(loops) == in_c, "the switch did not turn the C loops off"
     assert in_c > 0, "no CDMA loop ran in C"
-    for key in ("layers", "total", "bytes", "transfers", "spans", "units", "cbuf_peak",
-                "pool_peaks", "events"):
-        assert fast[key] == plain[key], key
+    assert_same_record(fast, plain, RECORD_KEYS + ("events",))

@@ -91,13 +91,27 @@ def _run(prep, on: bool, monkeypatch, switch: str = "NVDLA_SIM_FLYING_WRITER") -
             "taken": sum(taken), "adopted": len(adopted)}
 
 
+RECORD_KEYS = ("layers", "total", "bytes", "transfers", "spans", "units", "cbuf_peak",
+               "pool_peaks")
+
+
+def prepared(case: str):
+    """The prepared timing-only scenario of CASES[case] (shared by the speed tests)."""
+    hardware, network, precision, memory = CASES[case]
+    return prepare(parse_scenario({"hardware": hardware, "mode": "timing-only",
+                                   "network": network, "precision": precision,
+                                   "memory": memory, "outputs": {"plots": False}}, None))
+
+
+def assert_same_record(fast: dict, plain: dict, keys=RECORD_KEYS) -> None:
+    """Every entry of two run records equal (the key named when one differs)."""
+    for key in keys:
+        assert fast[key] == plain[key], key
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_flying_writer_gives_the_processes_cycles_bytes_and_spans(case, monkeypatch):
-    hardware, network, precision, memory = CASES[case]
-    scn = parse_scenario({"hardware": hardware, "mode": "timing-only", "network": network,
-                          "precision": precision, "memory": memory,
-                          "outputs": {"plots": False}}, None)
-    prep = prepare(scn)
+    prep = prepared(case)
     monkeypatch.setenv("NVDLA_SIM_STRIPE_RUN", "0")      # FlyingWriter's own Python path
     fast, plain = _run(prep, True, monkeypatch), _run(prep, False, monkeypatch)
     assert plain["taken"] == 0
@@ -105,6 +119,4 @@ def test_flying_writer_gives_the_processes_cycles_bytes_and_spans(case, monkeypa
     assert fast["events"] < plain["events"]
     if case == "nv_small_256_adopt":
         assert fast["adopted"] > 0, "no write DMA sleep was taken over"
-    for key in ("layers", "total", "bytes", "transfers", "spans", "units", "cbuf_peak",
-                "pool_peaks"):
-        assert fast[key] == plain[key], key
+    assert_same_record(fast, plain)

@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from nvdla_sim.scenario.runner import prepare
-from nvdla_sim.scenario.schema import parse_scenario
 from nvdla_sim.timing import conv
 
-from test_speed_follower import CASES, _run
+from test_speed_follower import CASES, RECORD_KEYS, _run, assert_same_record, prepared
 
 
 class _Counting:
@@ -36,11 +34,7 @@ _REAL = conv.StripeRun
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_stripe_run_gives_the_python_loops_cycles_bytes_and_spans(case, monkeypatch):
-    hardware, network, precision, memory = CASES[case]
-    scn = parse_scenario({"hardware": hardware, "mode": "timing-only", "network": network,
-                          "precision": precision, "memory": memory,
-                          "outputs": {"plots": False}}, None)
-    prep = prepare(scn)
+    prep = prepared(case)
     monkeypatch.setattr(conv, "StripeRun", _Counting)
     _Counting.taken = 0
     fast = _run(prep, True, monkeypatch, "NVDLA_SIM_STRIPE_RUN")
@@ -48,6 +42,4 @@ def test_stripe_run_gives_the_python_loops_cycles_bytes_and_spans(case, monkeypa
     plain = _run(prep, False, monkeypatch, "NVDLA_SIM_STRIPE_RUN")
     assert _Counting.taken == in_c, "the switch did not turn the C run off"
     assert in_c > 0, "no stripe ran in C"
-    for key in ("layers", "total", "bytes", "transfers", "spans", "units", "cbuf_peak",
-                "pool_peaks", "events"):
-        assert fast[key] == plain[key], key
+    assert_same_record(fast, plain, RECORD_KEYS + ("events",))
