@@ -176,12 +176,14 @@ class OperandWriter:
         """CACC's stripe `seg`, handled here if every step comes before any other event and
         before `limit` (see the module doc); False: the processes hold the state again and the
         caller puts `seg` on the channel.  In C (kernels/operand_run.pyx) unless
-        NVDLA_SIM_OPERAND_C=0 or SDP_RDMA reads several per-element operands."""
+        NVDLA_SIM_OPERAND_C=0.  Only for one per-element operand (the compiler fuses one
+        element-wise operation per SDP pass; a register program with more keeps the processes)."""
         if self.reader is None:
-            self.reader = _READERS.get(self.ops)
-            if self.reader is None:
+            reader = _READERS.get(self.ops)
+            if reader is None or len(reader.per_element) != 1:
                 return self._hand_back(self.env._now)
-            self.in_c = operand_c() and len(self.reader.per_element) == 1
+            self.reader = reader
+            self.in_c = operand_c()
             if self.in_c and _take_c is None:
                 _load_c()
         if self.wdma_eid is None and self.wdma.sleeping is not None and not self.out._getters \
