@@ -24,8 +24,12 @@ The three processes stay parked (the core and the write DMA on their input chann
 its room request); their pending wake-ups keep the event numbers SimPy would have given them, and
 when a stripe cannot be taken (the layer's last, the operand reader's last read, operands not yet
 in, a tie or another event first) they become events again (`_hand_back`) and the processes go on
-from the state left here.  NVDLA_SIM_OPERAND_WRITER=0 turns this off (the reference
-tests/test_speed_operands.py compares it against).
+from the state left here.  A write DMA that sleeps on its port when a stripe comes (the writes
+are the slower) is taken over (`_adopt_wdma`: its timeout's cycle and event number become the
+pending wake-up), so the event-free stripes resume after a declined one.  `take` runs in C
+(kernels/operand_run.pyx; NVDLA_SIM_OPERAND_C=0: `_take`, the Python reference).
+NVDLA_SIM_OPERAND_WRITER=0 turns all this off (the reference tests/test_speed_operands.py compares
+it against).
 """
 from __future__ import annotations
 
