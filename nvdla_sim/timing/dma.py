@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Generator, Iterable
 
 from simpy.events import NORMAL
 
-from .tokens import GRANTED, Channel, Ready, Seg, held, sleep_event, wait_until
+from .tokens import GRANTED, Channel, Ready, Seg, Wake, fire, held, sleep_event, wait_until
 
 if TYPE_CHECKING:
     from .model import TimingModel
@@ -89,25 +89,21 @@ class StreamReader:
         self.wait_from = self.env._now
         grant = self.out.room.acquire(self.chunks[self.i].atoms)
         if grant is GRANTED:
-            _fire(parked)
+            fire(parked)
         else:
-            grant.callbacks.append(lambda _e: _fire(parked))
+            grant.callbacks.append(lambda _e: fire(parked))
 
 
 # the read engine streaming into each channel while its layer runs (for `release`)
 _READERS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def read_stream(tm: "TimingModel", client: str, ram_type: int, chunks: Iterable[ReadChunk],
-                out: Channel, start_delay: float | None = None) -> Generator:
-    """Process body: stream `chunks` from memory into `out`; returns the last beat's arrival."""
-    env, p = tm.env, tm.params
-    tracker = tm.tracker(client)
-    yield from wait_until(env, env.now + (p.dma.request_cycles if start_delay is None else start_delay))
-    reader = StreamReader(tm, client, ram_type, list(chunks), out)
-    chunks, room = reader.chunks, out.room
-    if room is not None and stream_reads():
-        _READERS[out] = reader
+def read_chunks(env, reader, room, tracker) -> Generator:
+    """A read engine's loop over `reader.chunks` (its state in `reader`: `StreamReader`,
+    `sdp_operands.OperandReader`, which a consumer may advance while the engine waits): take
+    room for the next chunk in `room` (None: unbounded), parked on the request while it waits,
+    book the chunk (`reader.book`), sleep until the port is free."""
+    chunks = reader.chunks
     while reader.i < len(chunks):
         if room is not None:
             grant = room.acquire(chunks[reader.i].atoms)
@@ -119,6 +115,19 @@ def read_stream(tm: "TimingModel", client: str, ram_type: int, chunks: Iterable[
         sleep = sleep_event(env, reader.book())
         if sleep is not None:
             yield sleep
+
+
+def read_stream(tm: "TimingModel", client: str, ram_type: int, chunks: Iterable[ReadChunk],
+                out: Channel, start_delay: float | None = None) -> Generator:
+    """Process body: stream `chunks` from memory into `out`; returns the last beat's arrival."""
+    env, p = tm.env, tm.params
+    tracker = tm.tracker(client)
+    yield from wait_until(env, env.now + (p.dma.request_cycles if start_delay is None else start_delay))
+    reader = StreamReader(tm, client, ram_type, list(chunks), out)
+    room = out.room
+    if room is not None and stream_reads():
+        _READERS[out] = reader
+    yield from read_chunks(env, reader, room, tracker)
     if _READERS.get(out) is reader:
         del _READERS[out]
     return reader.last
@@ -194,8 +203,8 @@ def _unhold(reader: StreamReader, asleep: bool) -> None:
     env = reader.env
     reader.held = False
     if asleep and reader.eid is not None:
-        heappush(env._queue, (reader.wait_from, NORMAL, reader.eid, _Wake(reader._wake,
-                                                                          reader.parked)))
+        heappush(env._queue, (reader.wait_from, NORMAL, reader.eid,
+                              Wake(reader._wake, reader.parked)))
     else:
         if reader.eid is not None:
             _kept(env, 1)
@@ -206,25 +215,6 @@ def _unhold(reader: StreamReader, asleep: bool) -> None:
 def _kept(env, n: int) -> None:
     """Event numbers taken for wake-ups that never became events (`sdp.kept_event_numbers`)."""
     env.kept_event_numbers = getattr(env, "kept_event_numbers", 0) + n
-
-
-def _fire(event) -> None:
-    """Resume the process waiting on `event` now, as the event's processing would."""
-    event._ok = True
-    event._value = None
-    callbacks, event.callbacks = event.callbacks, None
-    for callback in callbacks:
-        callback(event)
-
-
-class _Wake:
-    """A wake-up put on SimPy's queue with the event number of the sleep it stands for."""
-    __slots__ = ("callbacks", "_ok", "_value", "_defused")
-
-    def __init__(self, action, arg):
-        self.callbacks = [lambda _e: action(arg)]
-        self._ok = True
-        self._value = None
 
 
 class WriteState:

@@ -11,14 +11,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from heapq import heappush
 from typing import TYPE_CHECKING, Generator
 
-from simpy.events import NORMAL
-
-from .dma import WriteState, split_atoms, token_atoms, write_stream
-from .sdp_operands import OperandReader, OperandState, OperandWriter, operand_writer, register, \
-    unregister
+from .dma import WriteState, read_chunks, split_atoms, token_atoms, write_stream
+from .sdp_operands import (OperandReader, OperandState, OperandWriter, PendingWakes,
+                           operand_writer, register, unregister)
 from .tokens import (GRANTED, Channel, Ready, Seg, coarse_stripes, flying_writer, held, serve,
                      sleep_event, wait_until, waited)
 
@@ -94,17 +91,7 @@ def rdma(unit: "Unit", geom: SdpRdmaGeometry) -> Generator:
             reader = OperandReader(tm, ops, split_atoms(geom.atoms, min(token_atoms(tm), fifo)),
                                    per_element, operands_ready)
             register(reader)
-            chunks, room = reader.chunks, ops.room
-            while reader.i < len(chunks):
-                grant = room.acquire(chunks[reader.i].atoms)
-                if grant is not GRANTED:
-                    reader.wait_from, reader.parked = env.now, grant
-                    yield grant
-                    reader.parked = None
-                    tracker.stall(reader.wait_from, env.now, reader.full)
-                sleep = sleep_event(env, reader.book())
-                if sleep is not None:
-                    yield sleep
+            yield from read_chunks(env, reader, ops.room, tracker)
             unregister(reader)
         tracker.flush()
         return
@@ -238,7 +225,7 @@ def kept_event_numbers(env) -> int:
     return getattr(env, "kept_event_numbers", 0)
 
 
-class FlyingWriter:
+class FlyingWriter(PendingWakes):
     """The SDP core and its write DMA taking CACC's stripes of a convolution without events
     (issue 20).
 
@@ -316,8 +303,6 @@ class FlyingWriter:
         # the write DMA: gets the atoms when the core hands them over, or when it wakes
         wdma_free = self.wdma_free
         book = acq if not pending or acq >= wdma_free else wdma_free
-        pipeline = self.pipeline
-        nbytes = int(n_out * self.atom)
         queue = env._queue
         if not book < limit - 1e-6 or (queue and not queue[0][0] > book):
             return self._hand_back(now)
@@ -342,78 +327,14 @@ class FlyingWriter:
         self.wait_from = self.core_free
         wdma, tracker = self.wdma, self.wdma_tracker
         tracker.stall(wdma.wait_from, book, "no output")     # it waited for the atoms
-        if n_out > 0:
-            env._now = book                        # the cycle the write DMA books it
-            tr = self.memif.reserve("SDP_WDMA", "write", nbytes, ready_first=first + pipeline,
-                                    ready_last=last + pipeline)
-            env._now = now
-            tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "write")
-            if tr.done > wdma.done:
-                wdma.done = tr.done
-            port_free = tr.port_free
-            self.wdma_free = book + (port_free - book) if port_free > book else book
-        else:
-            self.wdma_free = book
-        wdma.wait_from = self.wdma_free
-        self.wdma_hold = hold
+        self._book_write(book, now, n_out, first, last, hold)
         eid = env._eid
         self.core_eid, self.wdma_eid = next(eid), next(eid)
         self.reserved += 2
         return True
 
-    # The write DMA's sleep on its port taken over as a pending wake-up, with the timeout's
-    # cycle and event number (OperandWriter's: the same attributes, the same write DMA)
-    _adopt_wdma = OperandWriter._adopt_wdma
-
     def _hand_back(self, now: float) -> bool:
         """The processes take over: the pending wake-ups become events (or, when already past,
         their effect is applied: the room freed, the waits started).  Returns False."""
-        env = self.env
-        if self.core_eid is not None:
-            if self.core_free >= now:
-                # the core sleeps until core_free, then takes its next stripe from the channel
-                getter = self.inp._getters.popleft()
-                heappush(env._queue, (self.core_free, NORMAL, self.core_eid,
-                                      _Wake(env, self._core_wakes, getter)))
-                self.reserved -= 1           # an event after all
-            self.core_eid = None
-        if self.wdma_eid is not None:
-            getter = self.out._getters.popleft()
-            if self.wdma_free >= now:
-                heappush(env._queue, (self.wdma_free, NORMAL, self.wdma_eid,
-                                      _Wake(env, self._wdma_wakes, getter)))
-                self.reserved -= 1
-            else:
-                self.room.release(self.wdma_hold)
-                self.out._getters.appendleft(getter)
-            self.wdma_eid = None
+        self._hand_back_core_and_wdma(now)
         return False
-
-    def _core_wakes(self, getter) -> None:
-        """The core after its sleep: its next stripe, or a wait for one (as `Channel.get`)."""
-        inp = self.inp
-        self.wait_from = self.env._now
-        inp._getters.appendleft(getter)
-        if inp._items:
-            inp._serve()
-
-    def _wdma_wakes(self, getter) -> None:
-        """The write DMA after its sleep: frees its stripe's room, then its next token."""
-        out = self.out
-        self.wdma.wait_from = self.env._now
-        out._getters.appendleft(getter)
-        self.room.release(self.wdma_hold)
-        if out._items:
-            out._serve()
-
-
-class _Wake:
-    """A wake-up of a parked process that `FlyingWriter` puts on SimPy's queue itself (with the
-    event number of the sleep it stands for): calls `action(getter)` when processed."""
-    __slots__ = ("env", "callbacks", "_ok", "_value", "_defused")
-
-    def __init__(self, env, action, getter):
-        self.env = env
-        self.callbacks = [lambda _e: action(getter)]
-        self._ok = True
-        self._value = None

@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING
 
 from simpy.events import NORMAL
 
-from .tokens import GRANTED, Channel, Seg, held, serve
+from .tokens import GRANTED, Channel, Seg, Wake, fire, held, serve
 
 if TYPE_CHECKING:
     from .dma import WriteState
@@ -133,7 +133,105 @@ class OperandState:
         self.have_last = 0.0
 
 
-class OperandWriter:
+class PendingWakes:
+    """What a follower that takes CACC's stripes without events (`sdp.FlyingWriter`,
+    `OperandWriter`) keeps of the SDP core and its write DMA between stripes: the wake-ups it
+    computed without events (`core_free` / `wdma_free`, with the event numbers SimPy would have
+    given them: `core_eid` / `wdma_eid`; `wdma_hold`: the room the write DMA frees then), and
+    how they go back to the processes.  Both processes stay parked on a get of their input
+    channel (`inp`, `out`; the output buffer is `out.room`) while a wake-up is pending."""
+    __slots__ = ()
+
+    def _hand_back_core_and_wdma(self, now: float) -> None:
+        """The core's and the write DMA's pending wake-ups become events on SimPy's queue under
+        their numbers (or, when already past, their effect is applied at once)."""
+        env = self.env
+        if self.core_eid is not None:
+            if self.core_free >= now:
+                getter = self.inp._getters.popleft()
+                heappush(env._queue, (self.core_free, NORMAL, self.core_eid,
+                                      Wake(self._core_wakes, getter)))
+                self.reserved -= 1           # an event after all
+            self.core_eid = None
+        if self.wdma_eid is not None:
+            getter = self.out._getters.popleft()
+            if self.wdma_free >= now:
+                heappush(env._queue, (self.wdma_free, NORMAL, self.wdma_eid,
+                                      Wake(self._wdma_wakes, getter)))
+                self.reserved -= 1
+            else:
+                self.out.room.release(self.wdma_hold)
+                self.out._getters.appendleft(getter)
+            self.wdma_eid = None
+
+    def _adopt_wdma(self) -> None:
+        """The write DMA sleeps until its port is free (a timeout on the queue): that sleep
+        becomes a pending wake-up here, with the timeout's cycle and event number, and the
+        process waits on a get of its next token as it would after waking (`_wdma_wakes`
+        frees its room then; `write_stream` goes on with the token it is handed).  The same
+        state as before; taking the next stripe may then go on without events."""
+        timeout, hold = self.wdma.sleeping
+        queue = self.env._queue
+        for index, entry in enumerate(queue):
+            if entry[3] is timeout:
+                break
+        else:
+            return
+        last = queue.pop()
+        if index < len(queue):
+            queue[index] = last
+            heapify(queue)
+        getter = self.env.event()
+        timeout.callbacks.remove(self.writer._resume)
+        getter.callbacks.append(self.writer._resume)
+        self.writer._target = getter
+        self.out._getters.append(getter)
+        self.wdma.sleeping = None
+        self.wdma_free, self.wdma_eid, self.wdma_hold = entry[0], entry[2], hold
+        self.wdma.wait_from = entry[0]
+        self.reserved += 1
+
+    def _book_write(self, book: float, now: float, n_out: float, first: float, last: float,
+                    hold: float) -> None:
+        """The write DMA books the stripe's `n_out` atoms at cycle `book` (the clock set there
+        for the booking, then back at `now`), their data ready from `first` to `last` plus its
+        pipeline, then sleeps until its port is free: its wake-up (`wdma_free`) frees `hold`."""
+        wdma, env = self.wdma, self.env
+        if n_out > 0:
+            env._now = book
+            tr = self.memif.reserve("SDP_WDMA", "write", int(n_out * self.atom),
+                                    ready_first=first + self.pipeline,
+                                    ready_last=last + self.pipeline)
+            env._now = now
+            self.wdma_tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "write")
+            if tr.done > wdma.done:
+                wdma.done = tr.done
+            port_free = tr.port_free
+            self.wdma_free = book + (port_free - book) if port_free > book else book
+        else:
+            self.wdma_free = book
+        wdma.wait_from = self.wdma_free
+        self.wdma_hold = hold
+
+    def _core_wakes(self, getter) -> None:
+        """The core after its sleep: its next stripe, or a wait for one (as `Channel.get`)."""
+        inp = self.inp
+        self.wait_from = self.env._now
+        inp._getters.appendleft(getter)
+        if inp._items:
+            _serve(self.env, inp)
+
+    def _wdma_wakes(self, getter) -> None:
+        """The write DMA after its sleep: frees its stripe's room, then its next token."""
+        out = self.out
+        self.wdma.wait_from = self.env._now
+        out._getters.appendleft(getter)
+        out.room.release(self.wdma_hold)
+        if out._items:
+            _serve(self.env, out)
+
+
+class OperandWriter(PendingWakes):
     """CACC's stripes of a fused element-wise layer taken by the SDP core, its write DMA and the
     operand reader without events (see the module doc).  `take` is `sdp.FlyingWriter.take`'s
     protocol: True when the stripe was handled here."""
@@ -197,33 +295,6 @@ class OperandWriter:
         if self.in_c:
             return _take_c(self, seg, limit)
         return self._take(seg, limit)
-
-    def _adopt_wdma(self) -> None:
-        """The write DMA sleeps until its port is free (a timeout on the queue): that sleep
-        becomes a pending wake-up here, with the timeout's cycle and event number, and the
-        process waits on a get of its next token as it would after waking (`_wdma_wakes`
-        frees its room then; `write_stream` goes on with the token it is handed).  The same
-        state as before; taking the next stripe may then go on without events."""
-        timeout, hold = self.wdma.sleeping
-        queue = self.env._queue
-        for index, entry in enumerate(queue):
-            if entry[3] is timeout:
-                break
-        else:
-            return
-        last = queue.pop()
-        if index < len(queue):
-            queue[index] = last
-            heapify(queue)
-        getter = self.env.event()
-        timeout.callbacks.remove(self.writer._resume)
-        getter.callbacks.append(self.writer._resume)
-        self.writer._target = getter
-        self.out._getters.append(getter)
-        self.wdma.sleeping = None
-        self.wdma_free, self.wdma_eid, self.wdma_hold = entry[0], entry[2], hold
-        self.wdma.wait_from = entry[0]
-        self.reserved += 1
 
     def _take(self, seg: Seg, limit: float) -> bool:
         """`take` in Python: the reference the C steps are compared with."""
@@ -348,21 +419,7 @@ class OperandWriter:
         # the write DMA: takes the atoms at once (it waits for them), books, sleeps
         wdma, tracker = self.wdma, self.wdma_tracker
         tracker.stall(wdma.wait_from, book, "no output")
-        nbytes = int(n_out * self.atom)
-        if n_out > 0:
-            env._now = book
-            tr = self.memif.reserve("SDP_WDMA", "write", nbytes, ready_first=first + self.pipeline,
-                                    ready_last=last + self.pipeline)
-            env._now = now
-            tracker.busy(tr.port_free - tr.port_cycles, tr.port_free, "write")
-            if tr.done > wdma.done:
-                wdma.done = tr.done
-            port_free = tr.port_free
-            self.wdma_free = book + (port_free - book) if port_free > book else book
-        else:
-            self.wdma_free = book
-        wdma.wait_from = self.wdma_free
-        self.wdma_hold = hold
+        self._book_write(book, now, n_out, first, last, hold)
         self.core_eid, self.wdma_eid = next(eid), next(eid)
         self.reserved += 2 + (rd_eid is not None)
         return True
@@ -374,7 +431,7 @@ class OperandWriter:
         """SDP_RDMA's wake-up at `wake` as the event (number `eid`) it stands for: it reads
         again then (the room is there)."""
         heappush(self.env._queue, (wake, NORMAL, eid,
-                                   _Wake(self.env, self._reader_wakes, self.reader.parked)))
+                                   Wake(self._reader_wakes, self.reader.parked)))
         self.rd_held = False
 
     def _hand_back(self, now: float) -> bool:
@@ -386,29 +443,13 @@ class OperandWriter:
             parked = reader.parked
             if self.rd_eid is not None and reader.wait_from >= now:
                 heappush(env._queue, (reader.wait_from, NORMAL, self.rd_eid,
-                                      _Wake(env, self._reader_wakes, parked)))
+                                      Wake(self._reader_wakes, parked)))
                 self.reserved -= 1
             else:                             # it waits for room (short: nothing freed it)
                 pool._waiters.append((self.rd_need, parked))
             self.rd_eid = None
             self.rd_held = False
-        if self.core_eid is not None:
-            if self.core_free >= now:
-                getter = self.inp._getters.popleft()
-                heappush(env._queue, (self.core_free, NORMAL, self.core_eid,
-                                      _Wake(env, self._core_wakes, getter)))
-                self.reserved -= 1
-            self.core_eid = None
-        if self.wdma_eid is not None:
-            getter = self.out._getters.popleft()
-            if self.wdma_free >= now:
-                heappush(env._queue, (self.wdma_free, NORMAL, self.wdma_eid,
-                                      _Wake(env, self._wdma_wakes, getter)))
-                self.reserved -= 1
-            else:
-                self.buffer.release(self.wdma_hold)
-                self.out._getters.appendleft(getter)
-            self.wdma_eid = None
+        self._hand_back_core_and_wdma(now)
         return False
 
     def _reader_wakes(self, parked) -> None:
@@ -418,26 +459,10 @@ class OperandWriter:
         reader.wait_from = self.env._now
         grant = self.ops.room.acquire(self.rd_need)
         if grant is GRANTED:                  # granted at once: the process goes on now
-            _fire(parked)
+            fire(parked)
         else:                                 # an event: the process goes on when it fires
-            grant.callbacks.append(lambda _e: _fire(parked))
+            grant.callbacks.append(lambda _e: fire(parked))
 
-    def _core_wakes(self, getter) -> None:
-        """The core after its sleep: its next stripe, or a wait for one (as `Channel.get`)."""
-        inp = self.inp
-        self.wait_from = self.env._now
-        inp._getters.appendleft(getter)
-        if inp._items:
-            _serve(self.env, inp)
-
-    def _wdma_wakes(self, getter) -> None:
-        """The write DMA after its sleep: frees its stripe's room, then its next token."""
-        out = self.out
-        self.wdma.wait_from = self.env._now
-        out._getters.appendleft(getter)
-        self.buffer.release(self.wdma_hold)
-        if out._items:
-            _serve(self.env, out)
 
 
 def _serve(env, channel: Channel) -> None:
@@ -455,24 +480,3 @@ def _serve(env, channel: Channel) -> None:
             callback(getter)
     else:
         channel._serve()
-
-
-def _fire(event) -> None:
-    """Resume the processes waiting on `event` now, as its processing would."""
-    event._ok = True
-    event._value = None
-    callbacks, event.callbacks = event.callbacks, None
-    for callback in callbacks:
-        callback(event)
-
-
-class _Wake:
-    """A wake-up `OperandWriter` puts on SimPy's queue itself, with the event number of the
-    sleep it stands for: calls `action(arg)` when processed."""
-    __slots__ = ("env", "callbacks", "_ok", "_value", "_defused")
-
-    def __init__(self, env, action, arg):
-        self.env = env
-        self.callbacks = [lambda _e: action(arg)]
-        self._ok = True
-        self._value = None

@@ -236,6 +236,27 @@ class Ready:
 Tracker = _Tracker
 
 
+class Wake:
+    """A wake-up put on SimPy's queue under the event number of the sleep it stands for, by a
+    consumer that took tokens without events (issue 20: `sdp.FlyingWriter`,
+    `sdp_operands.OperandWriter`, `dma.StreamReader`): calls `action(arg)` when processed."""
+    __slots__ = ("callbacks", "_ok", "_value", "_defused")
+
+    def __init__(self, action, arg):
+        self.callbacks = [lambda _e: action(arg)]
+        self._ok = True
+        self._value = None
+
+
+def fire(event: simpy.Event) -> None:
+    """Resume the processes waiting on `event` now, as its processing would."""
+    event._ok = True
+    event._value = None
+    callbacks, event.callbacks = event.callbacks, None
+    for callback in callbacks:
+        callback(event)
+
+
 def wait_until(env: simpy.Environment, t: float) -> Generator:
     """Sleep until cycle `t` (no event when it is now or past).
 
