@@ -95,12 +95,16 @@ RECORD_KEYS = ("layers", "total", "bytes", "transfers", "spans", "units", "cbuf_
                "pool_peaks")
 
 
-def prepared(case: str):
-    """The prepared timing-only scenario of CASES[case] (shared by the speed tests)."""
-    hardware, network, precision, memory = CASES[case]
+def timing_only(hardware, network: dict, precision: str, memory: dict):
+    """A prepared timing-only scenario without plots (shared by the speed tests' cases)."""
     return prepare(parse_scenario({"hardware": hardware, "mode": "timing-only",
                                    "network": network, "precision": precision,
                                    "memory": memory, "outputs": {"plots": False}}, None))
+
+
+def prepared(case: str):
+    """The prepared scenario of CASES[case]."""
+    return timing_only(*CASES[case])
 
 
 def assert_same_record(fast: dict, plain: dict, keys=RECORD_KEYS) -> None:

@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import pytest
 
-from nvdla_sim.scenario.runner import prepare
-from nvdla_sim.scenario.schema import parse_scenario
 from nvdla_sim.timing import sdp_operands
 
-from test_speed_follower import HEAD, _run
+from test_speed_follower import HEAD, _run, assert_same_record, timing_only
 from test_speed_tokens import _bottleneck
 
 # a 1x1 / 3x3 / 1x1 bottleneck with a projection and the add fused into res_2c's SDP
@@ -78,11 +76,7 @@ def _record(prep, on: bool, monkeypatch) -> dict:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_operand_writer_gives_the_processes_cycles_bytes_and_spans(case, monkeypatch):
-    hardware, network, precision, memory = CASES[case]
-    scn = parse_scenario({"hardware": hardware, "mode": "timing-only", "network": network,
-                          "precision": precision, "memory": memory,
-                          "outputs": {"plots": False}}, None)
-    prep = prepare(scn)
+    prep = timing_only(*CASES[case])
     fast, plain = _record(prep, True, monkeypatch), _record(prep, False, monkeypatch)
     assert plain["operand_stripes"] == 0
     if case == "nv_small_32x8":               # a write DMA's sleep taken over (after the
@@ -90,20 +84,14 @@ def test_operand_writer_gives_the_processes_cycles_bytes_and_spans(case, monkeyp
     if case != "nv_large":
         assert fast["operand_stripes"] > 0, "no stripe of the fused add was taken without events"
         assert fast["events"] < plain["events"]
-    for key in ("layers", "total", "bytes", "transfers", "spans", "units", "cbuf_peak",
-                "pool_peaks"):
-        assert fast[key] == plain[key], key
+    assert_same_record(fast, plain)
 
 
 @pytest.mark.parametrize("case", ["nv_large_8x8", "nv_small_1gbps", "nv_full_int16"])
 def test_operand_writer_in_c_takes_the_python_steps(case, monkeypatch):
     """kernels/operand_run.pyx against OperandWriter._take (NVDLA_SIM_OPERAND_C=0): the same
     stripes taken, the same record and events."""
-    hardware, network, precision, memory = CASES[case]
-    scn = parse_scenario({"hardware": hardware, "mode": "timing-only", "network": network,
-                          "precision": precision, "memory": memory,
-                          "outputs": {"plots": False}}, None)
-    prep = prepare(scn)
+    prep = timing_only(*CASES[case])
     monkeypatch.setenv("NVDLA_SIM_OPERAND_C", "1")
     in_c = _record(prep, True, monkeypatch)
     monkeypatch.setenv("NVDLA_SIM_OPERAND_C", "0")

@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import pytest
 
-from nvdla_sim.scenario.runner import prepare
-from nvdla_sim.scenario.schema import parse_scenario
 from nvdla_sim.timing import dma
 
-from test_speed_follower import HEAD, _run
+from test_speed_follower import HEAD, _run, assert_same_record, timing_only
 
 POOLS = {"name": "pools", "input": [32, 56, 56],
          "layers": [{"name": "c1", "type": "conv", "out_channels": 64, "kernel": 3, "pad": 1,
@@ -64,18 +62,13 @@ def _record(prep, on: bool, monkeypatch) -> dict:
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_stream_reads_give_the_processes_cycles_bytes_and_spans(case, monkeypatch):
-    hardware, network, precision, memory = CASES[case]
-    scn = parse_scenario({"hardware": hardware, "mode": "timing-only", "network": network,
-                          "precision": precision, "memory": memory,
-                          "outputs": {"plots": False}}, None)
-    prep = prepare(scn)
+    network = CASES[case][1]
+    prep = timing_only(*CASES[case])
     fast, plain = _record(prep, True, monkeypatch), _record(prep, False, monkeypatch)
     assert plain["inline_reads"] == 0
     assert fast["inline_reads"] > 0, "no read was booked in its consumer's step"
     assert fast["events"] < plain["events"]
-    for key in ("layers", "total", "bytes", "transfers", "spans", "units", "cbuf_peak",
-                "pool_peaks"):
-        assert fast[key] == plain[key], key
+    assert_same_record(fast, plain)
     if network is not HEAD:
         assert fast["inline"] == ["CDP_RDMA", "PDP_RDMA"]
 
