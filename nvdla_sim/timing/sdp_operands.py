@@ -219,7 +219,7 @@ class PendingWakes:
         self.wait_from = self.env._now
         inp._getters.appendleft(getter)
         if inp._items:
-            _serve(self.env, inp)
+            inp.serve_now()
 
     def _wdma_wakes(self, getter) -> None:
         """The write DMA after its sleep: frees its stripe's room, then its next token."""
@@ -228,7 +228,7 @@ class PendingWakes:
         out._getters.appendleft(getter)
         out.room.release(self.wdma_hold)
         if out._items:
-            _serve(self.env, out)
+            out.serve_now()
 
 
 class OperandWriter(PendingWakes):
@@ -462,21 +462,3 @@ class OperandWriter(PendingWakes):
             fire(parked)
         else:                                 # an event: the process goes on when it fires
             grant.callbacks.append(lambda _e: fire(parked))
-
-
-
-def _serve(env, channel: Channel) -> None:
-    """A woken process's get of the token waiting for it: at once when no other event is due
-    this cycle (`Channel.get`'s `Ready`: its event would be the next one processed), else
-    through the event."""
-    queue = env._queue
-    if len(channel._getters) == 1 and len(channel._items) == 1 \
-            and (not queue or queue[0][0] > env._now):
-        getter = channel._getters.popleft()
-        getter._ok = True
-        getter._value = channel._items.popleft()
-        callbacks, getter.callbacks = getter.callbacks, None
-        for callback in callbacks:
-            callback(getter)
-    else:
-        channel._serve()

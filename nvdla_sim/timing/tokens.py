@@ -189,10 +189,14 @@ class Channel:
             self._getters.popleft().succeed(self._items.popleft())
 
     def _relay(self, _event) -> None:
-        """The relay's processing: serve the getter.  One getter served while no other event
-        is due this cycle: its event would be the very next one processed, so its callbacks (the
-        getter's process) run now instead of after a round through the queue (issue 20: the
-        same order, one event fewer per token handed to a waiting process)."""
+        """The relay's processing: serve the getter (`serve_now`)."""
+        self.serve_now()
+
+    def serve_now(self) -> None:
+        """Serve the waiting getters.  One getter served while no other event is due this
+        cycle: its event would be the very next one processed, so its callbacks (the getter's
+        process) run now instead of after a round through the queue (issue 20: the same order,
+        one event fewer per token handed to a waiting process; `Channel.get`'s `Ready` rule)."""
         if len(self._getters) == 1 and len(self._items) == 1:
             queue = self.env._queue
             if not queue or queue[0][0] > self.env._now:
