@@ -1,22 +1,25 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=False
 """The plain convolution stripe in C doubles (issue 20): CSC's stripe loop, CACC's delivery and
 the SDP core with its write DMA (`sdp.FlyingWriter`), run by `timing.conv.csc` for as many whole
-stripes as go through without an event.
+stripes as go through without CSC's process.
 
-One iteration is one pass of `csc`'s stripe loop on the path where nothing waits: CSC's packages
-end before any other event is due (`tokens.sleep_event`), CACC's credits are back by then (or
-before another event), CACC waits for the stripe and nothing else is due, so `CaccDelivery.step`
-books the delivery and `FlyingWriter.take` the SDP core and the write booking
-(`MemoryInterface.reserve`'s write branch).  Every float is computed by the operations of those
-Python methods, in their order, and every span is recorded in their order, so clock, credits,
-buffer room, bookings, transfers and spans are bit for bit those of the Python path
-(tests/test_speed_stripe_run.py compares them with NVDLA_SIM_STRIPE_RUN=0).
+One iteration is one pass of `csc`'s stripe loop: CSC's packages, its CACC credits, then, when
+CACC waits for the stripe and nothing else is due, `CaccDelivery.step`: the delivery booked and
+the stripe handed to SDP's follower -- `FlyingWriter.take` inline (the core, the write booked
+through `booking.book`), another follower (`sdp_operands.OperandWriter`, or FlyingWriter adopting
+a sleeping write DMA) through its Python `take`, or the token put on the channel.  Every float is
+computed by the operations of those Python methods, in their order, and every span is recorded
+in their order, so clock, credits, buffer room, bookings, transfers, spans and event numbers are
+bit for bit those of the Python path (tests/test_speed_stripe_run.py compares them with
+NVDLA_SIM_STRIPE_RUN=0).
 
-An iteration starts only when every check the Python loop makes before its first side effect
-passes (nothing is changed otherwise, and the Python loop runs that stripe itself); when
-`FlyingWriter` declines the stripe after CACC booked it, the iteration finishes as the Python one
-does (the processes take over: `_hand_back`, the token on the channel) and the run stops.  No
-event is processed or scheduled inside a run, so the queue's head and the channels stand still.
+CSC's sleeps: its timeout goes on SimPy's queue under the number `Timeout` would take; while the
+queue's head is a CDMA request loop's entry (kernels/cdma_run.pyx: callbacks that touch nothing
+of CSC's, CACC's or SDP's) it is processed here as `Environment.step` would, and when CSC's own
+timeout comes next the run goes on; anything else first, and CSC's process waits for the timeout.
+A stripe goes back to the Python loop, at the phase it reached, only at a check made before any
+side effect of that phase (the Python loop then makes the same check) or after a stripe handed
+to the processes.
 """
 from heapq import heappop, heappush
 

@@ -391,10 +391,11 @@ def csc(unit: "Unit", geom: CscGeometry, layer: dict) -> Generator:
     # up to 3.5 % on 512/1024-MAC arrays; NVDLA_SIM_COARSE_OPERANDS=1 allows them.
     coarse_operands = os.environ.get("NVDLA_SIM_COARSE_OPERANDS") == "1"
     wt_channel = tm.channel(CH_WEIGHT)
-    # whole stripes in C while each goes through without an event (kernels/stripe_run.pyx)
-    fast = StripeRun(env, tracker, credits, out, weight_pool, geom, p.conv.csc_min_stripe_atoms,
-                     p.conv.cmac_cacc_cycles, Seg, FlyingWriter) if direct and coarse <= 1 and stripe_runs() \
-        else None
+    # whole stripes in C while CSC's process has nothing to wait for (kernels/stripe_run.pyx)
+    fast = None
+    if direct and coarse <= 1 and stripe_runs():
+        fast = StripeRun(env, tracker, credits, out, weight_pool, geom,
+                         p.conv.csc_min_stripe_atoms, p.conv.cmac_cacc_cycles, Seg, FlyingWriter)
     for g, kernels in enumerate(geom.group_kernels):
         wt = yield from waited(env, wt_channel.get(), tracker, "weights not in CBUF")
         ready = max(data.last, wt.last)
