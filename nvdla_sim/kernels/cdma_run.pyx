@@ -11,8 +11,9 @@ so almost every request is a SimPy event that resumes a generator.
 `RequestLoop` is that loop as a state machine: a sleep becomes an entry on SimPy's queue under
 the very time and event number the loop's `Timeout` would get (the same `next(env._eid)` at the
 same moment), whose processing calls the loop again; a grant's event calls it back when SimPy
-processes it.  The loop's body runs in the same order with the same Python objects (the pool,
-the memory interface, the channel, the trackers), so every booking, span, token and event is the
+processes it.  The loop's body runs in the same order on the same objects (the pool, the
+memory interface -- booked through `booking.book` and `read_run.read_run`, the C code its Python
+methods call --, the channel, the trackers), so every booking, span, token and event is the
 loop's (tests/test_speed_cdma_run.py compares them with NVDLA_SIM_CDMA_RUN=0); what goes is the
 generator's resume, the `Timeout` object and the event's callback list per request.  The process
 itself stays: it starts the loop, waits on `done` (resumed from inside the loop's last call,
@@ -176,7 +177,8 @@ cdef class RequestLoop:
 
 
 cdef inline double _beat(booking.Booking* b, long long k):
-    """`Transfer.beat(k)`: the cycle request k's data arrives, spread evenly over the requests."""
+    """`Transfer.beat(k)` (engine/memif.py) on a C booking: the cycle request k's data arrives,
+    spread evenly over the requests (the same operations)."""
     if b.requests <= 1:
         return b.first
     cdef double t = b.first + k * (b.last - b.first) / (b.requests - 1)
