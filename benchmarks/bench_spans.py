@@ -23,28 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-
-
-def loop_totals(spans) -> dict[str, dict[str, float]]:
-    """The straightforward merge (the reference of tests/test_speed_spans.py)."""
-    by_key: dict[tuple[str, str], list] = {}
-    for unit, kind, s, e, _ in spans:
-        by_key.setdefault((unit, kind), []).append((s, e))
-    out: dict[str, dict[str, float]] = {}
-    for (unit, kind), intervals in by_key.items():
-        intervals.sort()
-        total, cur_s, cur_e = 0.0, None, None
-        for s, e in intervals:
-            if cur_e is None or s > cur_e:
-                if cur_e is not None:
-                    total += cur_e - cur_s
-                cur_s, cur_e = s, e
-            else:
-                cur_e = max(cur_e, e)
-        if cur_e is not None:
-            total += cur_e - cur_s
-        out.setdefault(unit, {})[kind] = total
-    return out
+sys.path.insert(0, str(ROOT / "tests"))   # the straightforward merge: test_speed_spans
 
 
 def cpu(fn):
@@ -59,6 +38,7 @@ def preset(hardware: str) -> None:
     from nvdla_sim.compiler import lower
     from nvdla_sim.scenario.runner import context, prepare
     from nvdla_sim.scenario.schema import load_scenario
+    from test_speed_spans import loop_totals
     with tempfile.TemporaryDirectory() as tmp:
         scn = load_scenario(scenario_file(Path(tmp), VARIANTS.get(hardware, hardware), "timing",
                                           plots=False, name=hardware))

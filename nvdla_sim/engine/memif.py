@@ -179,22 +179,6 @@ class MemoryInterface:
         return reserve(self, client, direction, nbytes, requests, ready_first, ready_last,
                        outstanding)
 
-    def write_port_free(self, nbytes: int, ready_first: float, ready_last: float) -> float:
-        """The `port_free` a write `reserve` made now would return, without booking it (the
-        same operations in the same order as `reserve`)."""
-        n_req = max(1, -(-nbytes // self._burst_bytes))
-        interval = self.profile.write_request_interval_cycles
-        start = self._port_free["write"]
-        now = self.env._now
-        if now > start:
-            start = now
-        if ready_first > start:
-            start = ready_first
-        last_request = start + (n_req - 1) * interval
-        if ready_last > last_request:
-            last_request = ready_last
-        return last_request + interval
-
     def read_run(self, client: str, nbytes: int, count: int, port_free: float, pool, need: float,
                  tracker, label: str) -> tuple[int, float]:
         """Up to `count` more reads of `nbytes` as a request loop books them when nothing else

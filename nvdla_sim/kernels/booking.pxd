@@ -13,3 +13,5 @@ cdef struct Booking:
 cdef int book(object memif, str client, bint read, long long nbytes, double now, Booking* b,
               long long requests=*, object outstanding=*, bint has_first=*, double ready_first=*,
               bint has_last=*, double ready_last=*) except -1
+
+cdef double read_interval(object memif, double req_cycles, object outstanding) except? -1.0

@@ -9,6 +9,23 @@ cdef object _transfer = None     # engine.memif.Transfer (imported on first use:
                                  # this module)
 
 
+cdef double read_interval(object memif, double req_cycles, object outstanding) except? -1.0:
+    """Cycles between a client's read requests of `req_cycles` data cycles each: the profile's
+    interval, or longer when the reads in flight are limited (the interface's limits and the
+    client's own `outstanding`): a request holds its slot from acceptance to its last beat."""
+    cdef double interval = memif.profile.read_request_interval_cycles, slot
+    limits = memif._read_limit
+    limit = limits.get(outstanding)
+    if limit is None:
+        ol = memif.outstanding_limits + ([outstanding] if outstanding else [])
+        limit = limits[outstanding] = min(ol) if ol else 0
+    if limit:
+        slot = (memif.read_latency + req_cycles) / <double>limit
+        if slot > interval:
+            interval = slot
+    return interval
+
+
 cdef int book(object memif, str client, bint read, long long nbytes, double now, Booking* b,
               long long requests=0, object outstanding=None, bint has_first=False,
               double ready_first=0.0, bint has_last=False, double ready_last=0.0) except -1:
@@ -21,21 +38,12 @@ cdef int book(object memif, str client, bint read, long long nbytes, double now,
         n_req = 1
     cdef double data_cycles = nbytes / <double>memif.bus_bytes_per_cycle
     cdef double req_cycles = data_cycles / n_req
-    cdef double interval, latency, slot
+    cdef double interval, latency
     p = memif.profile
     if read:
         direction = "read"
-        interval, latency = p.read_request_interval_cycles, memif.read_latency
-        limits = memif._read_limit
-        limit = limits.get(outstanding)
-        if limit is None:
-            ol = memif.outstanding_limits + ([outstanding] if outstanding else [])
-            limit = limits[outstanding] = min(ol) if ol else 0
-        if limit:
-            # a request holds its slot from acceptance to its last beat
-            slot = (latency + req_cycles) / <double>limit
-            if slot > interval:
-                interval = slot
+        latency = memif.read_latency
+        interval = read_interval(memif, req_cycles, outstanding)
     else:
         direction = "write"
         interval, latency = p.write_request_interval_cycles, p.write_latency_cycles
